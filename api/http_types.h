@@ -1,0 +1,38 @@
+// Transport-neutral HTTP request/response values. server/ converts Beast
+// messages to and from these; handlers and api/ never see Beast.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tensord {
+
+struct HttpRequest {
+  std::string method;   // "GET", "PUT", ...
+  std::string target;   // raw request target ("/v1/tensors/a?x=1")
+  std::string path;     // percent-decoded path without the query
+  std::map<std::string, std::string> query;    // decoded query parameters
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string request_id;
+  // Filled by the router: route template and its {params}.
+  std::string route;
+  std::map<std::string, std::string> params;
+
+  const std::string& header(const std::string& lower_name) const {
+    static const std::string kEmpty;
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? kEmpty : it->second;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+}  // namespace tensord

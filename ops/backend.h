@@ -1,0 +1,72 @@
+// The backend seam (STYLE.md 1): every device-specific capability goes
+// through this interface. Implementations: ops/cpu (always), ops/cuda (when
+// built with nvcc), ops/fake (tests). Optional capabilities throw
+// Error(kUnsupported, "backend X does not support Y").
+//
+// Thread-safety: every method may be called from any thread concurrently.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/device.h"
+#include "streams/stream.h"
+
+namespace tensord {
+
+struct DeviceInfo {
+  Device device;
+  std::string name;
+  int64_t total_memory = 0;  // bytes
+  int compute_units = 0;     // cores or SMs
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "cuda", "fake".
+  virtual std::string_view name() const = 0;
+  // Devices this backend drives (empty: backend not usable).
+  virtual std::vector<DeviceInfo> devices() const = 0;
+  // Library versions for reproducibility ({"openblas": "0.3.21", ...}).
+  virtual std::map<std::string, std::string> libraries() const = 0;
+
+  // Raw device memory. allocate never returns null: it throws quota or
+  // out-of-memory errors. Accounting per tenant is done by Storage.
+  virtual void* allocate(Device d, size_t bytes) = 0;
+  virtual void deallocate(Device d, void* p, size_t bytes) noexcept = 0;
+  // Bytes currently allocated on `d` through this backend.
+  virtual int64_t allocated_bytes(Device d) const = 0;
+
+  // Copies between host and device or within a device, ordered on `s`.
+  // host_to_device/device_to_host are synchronous with respect to the host.
+  virtual void copy_to_device(Device d, void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(Device d, void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(Stream s, void* dst, const void* src, size_t bytes) = 0;
+
+  // Streams and events.
+  virtual Stream create_stream(Device d) = 0;
+  virtual void destroy_stream(Stream s) = 0;
+  virtual Event record_event(Stream s) = 0;
+  virtual void wait_event(Stream s, Event e) = 0;  // s waits for e (device side)
+  virtual void synchronize(Stream s) = 0;          // host waits for s
+  virtual bool is_capturing(Stream s) const = 0;
+
+  // Whether an op has a kernel on this backend (the scheduler asks first).
+  virtual bool supports_op(std::string_view op) const = 0;
+};
+
+// The compiled-in backends, CPU always first (ggml-backend-reg style).
+// `name` is "cpu", "cuda", "fake"; returns nullptr when not compiled in or
+// not usable on this machine (e.g. no CUDA device).
+std::unique_ptr<Backend> make_backend(std::string_view name, int threads = 0);
+// Names of backends compiled into this binary.
+std::vector<std::string> compiled_backends();
+
+}  // namespace tensord

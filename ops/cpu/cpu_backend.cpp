@@ -1,0 +1,77 @@
+#include "ops/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "ops/error.h"
+#include "ops/op_registry.h"
+
+namespace tensord {
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+
+std::vector<DeviceInfo> CpuBackend::devices() const {
+  DeviceInfo d;
+  d.device = Device{DeviceType::kCPU, 0};
+  d.compute_units = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGE_SIZE);
+  d.total_memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) d.name = line.substr(p + 2);
+      break;
+    }
+  }
+  if (d.name.empty()) d.name = "cpu";
+  return {d};
+}
+
+std::map<std::string, std::string> CpuBackend::libraries() const {
+  std::map<std::string, std::string> libs;
+  const char* cfg = openblas_get_config();
+  libs["openblas"] = cfg ? cfg : "unknown";
+  libs["threads"] = std::to_string(pool_.size());
+  return libs;
+}
+
+void* CpuBackend::allocate(Device d, size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw Error(ErrorCode::kQuotaExceeded, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+  allocated_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  return p;
+}
+
+void CpuBackend::deallocate(Device d, void* p, size_t bytes) noexcept {
+  std::free(p);
+  allocated_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+void CpuBackend::copy_to_device(Device d, void* dst, const void* host_src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::copy_to_host(Device d, void* host_dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy_on_device(Stream s, void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+Stream CpuBackend::create_stream(Device d) { return Stream{d, next_stream_.fetch_add(1)}; }
+
+bool CpuBackend::supports_op(std::string_view op) const {
+  const OpDef* def = OpRegistry::global().find(op);
+  return def && def->kernels.count("cpu");
+}
+
+}  // namespace tensord

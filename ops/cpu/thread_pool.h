@@ -1,0 +1,45 @@
+// A fixed pool of worker threads (one per core by default) running
+// parallel_for chunks. The calling thread works too, so a pool of size 1 has
+// no extra thread. Many callers may run parallel_for concurrently; each call
+// has its own chunk counter (no global lock on the per-chunk path).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tensord {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads <= 0: hardware concurrency
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(begin, end) over [0, n) in chunks of at least `grain` elements;
+  // returns when all chunks are done. Exceptions thrown by fn are rethrown
+  // here (the first one wins).
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  struct Task;
+  void worker_loop();
+  static void run_chunks(Task& t);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> tasks_;
+  bool stop_ = false;
+};
+
+}  // namespace tensord

@@ -1,0 +1,20 @@
+// The CUDA backend: device memory, streams, events and copies through the
+// CUDA runtime. Linked against cudart (never libcuda): driver-API functions
+// are reached through cudaGetDriverEntryPointByVersion, so the binary starts
+// on machines with no driver and make_cuda_backend() just returns nullptr.
+#pragma once
+
+#include <memory>
+
+#include "ops/backend.h"
+
+namespace tensord {
+
+// A CUDA backend over every visible device, or nullptr when the runtime
+// reports no device (no driver, no GPU).
+std::unique_ptr<Backend> make_cuda_backend();
+
+// Number of CUDA devices the runtime sees (0 without a driver or GPU).
+int cuda_device_count();
+
+}  // namespace tensord

@@ -1,0 +1,120 @@
+// The op registry: one OpDef per op with its schema (params, kwargs with
+// defaults), dtype rule, shape-inference function and per-backend kernels.
+// GET /v1/ops publishes it. Registration happens once at start
+// (register_all_ops); afterwards the registry is read-only and thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/attr.h"
+#include "ops/device.h"
+#include "ops/tensor.h"
+
+namespace tensord {
+
+class Backend;
+class MemoryAccount;
+class ThreadPool;
+
+enum class ParamKind {
+  kTensor,          // a value name or inline tensor
+  kTensorList,      // a list of value names
+  kScalarOrTensor,  // a tensor, or a JSON number bound as a wrapped 0-d tensor
+  kInt,
+  kFloat,
+  kBool,
+  kString,
+  kDType,
+  kIntList,         // also accepts a single int
+  kFloatList,
+};
+std::string_view param_kind_name(ParamKind k);
+
+struct ParamSpec {
+  std::string name;
+  ParamKind kind;
+  // Default when the caller omits it. A none default on a non-optional
+  // param means "required".
+  Attr default_value;
+  bool optional = false;  // may be omitted / null with no default
+  bool kwarg_only = false;
+};
+
+class OpDef;
+
+// Bound arguments, indexed like OpDef::params. T is TensorMeta during shape
+// inference and Tensor when running.
+template <class T>
+struct OpArgs {
+  const OpDef* op = nullptr;
+  std::string node;                       // program node id, for messages
+  std::vector<std::vector<T>> tensors;    // per param: 1 (tensor), n (list), 0
+  std::vector<Attr> attrs;                // per param: the attr value or none
+
+  const T& tensor(size_t i) const { return tensors[i].at(0); }
+  bool has_tensor(size_t i) const { return !tensors[i].empty(); }
+  const std::vector<T>& list(size_t i) const { return tensors[i]; }
+  const Attr& attr(size_t i) const { return attrs[i]; }
+};
+
+// What a kernel may use: where to allocate outputs, the worker pool, and the
+// cancellation flag it should poll in long loops.
+struct OpContext {
+  Backend* backend = nullptr;
+  Device device{};
+  std::shared_ptr<MemoryAccount> account;
+  ThreadPool* pool = nullptr;
+  const std::atomic<bool>* cancelled = nullptr;
+
+  // A fresh output tensor on the context's device, charged to the account.
+  Tensor empty(DType dtype, Shape shape) const;
+  // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the
+  // pool when there is one, else inline.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
+};
+
+using InferFn = std::function<std::vector<TensorMeta>(const OpArgs<TensorMeta>&)>;
+using KernelFn = std::function<std::vector<Tensor>(const OpContext&, const OpArgs<Tensor>&)>;
+
+class OpDef {
+ public:
+  std::string name;
+  std::string doc;                   // one line
+  std::vector<ParamSpec> params;
+  std::vector<std::string> outputs;  // names of results, e.g. {"eigenvalues", "eigenvectors"}
+  std::string dtypes;                // the dtype rule in words: "all", "floating and complex", ...
+  int mutates = -1;                  // index of a param written in place, or -1
+  InferFn infer;
+  std::map<std::string, KernelFn, std::less<>> kernels;  // backend name -> kernel
+
+  int param_index(std::string_view pname) const;  // -1 if absent
+  std::string signature() const;  // "add(Tensor input, Scalar|Tensor other, *, Scalar alpha=1) -> Tensor"
+};
+
+class OpRegistry {
+ public:
+  // The process-wide registry with every op registered.
+  static const OpRegistry& global();
+
+  OpDef& add(OpDef def);  // asserts unique name
+  const OpDef* find(std::string_view name) const;
+  OpDef* find_mutable(std::string_view name);
+  // Up to `max` registered names closest to `name` (edit distance), for
+  // unknown_op messages.
+  std::vector<std::string> close_names(std::string_view name, size_t max = 3) const;
+  std::vector<const OpDef*> all() const;  // sorted by name
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
+};
+
+// Registers every op family (one function per family, one place).
+void register_all_ops(OpRegistry& r);
+
+}  // namespace tensord

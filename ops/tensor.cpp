@@ -1,0 +1,99 @@
+#include "ops/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ops/backend.h"
+#include "ops/error.h"
+#include "ops/memory_account.h"
+
+namespace tensord {
+
+std::string TensorMeta::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+std::shared_ptr<Storage> Storage::host(size_t bytes) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  s->ptr_ = std::aligned_alloc(64, rounded);
+  if (!s->ptr_) throw Error(ErrorCode::kQuotaExceeded, "host out of memory allocating " + std::to_string(bytes) + " bytes");
+  s->bytes_ = bytes;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate(Backend* backend, Device d, size_t bytes,
+                                           std::shared_ptr<MemoryAccount> account) {
+  if (account) account->charge(static_cast<int64_t>(bytes));
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->account_ = std::move(account);
+  s->bytes_ = bytes;
+  s->device_ = d;
+  s->backend_ = backend;
+  try {
+    s->ptr_ = backend->allocate(d, bytes);
+  } catch (...) {
+    s->backend_ = nullptr;  // nothing to free
+    throw;                  // destructor releases the charge
+  }
+  return s;
+}
+
+Storage::~Storage() {
+  if (ptr_) {
+    if (backend_) {
+      backend_->deallocate(device_, ptr_, bytes_);
+    } else {
+      std::free(ptr_);
+    }
+  }
+  if (account_) account_->release(static_cast<int64_t>(bytes_));
+}
+
+void Storage::charge(std::shared_ptr<MemoryAccount> account) {
+  if (account == account_) return;
+  if (account) account->charge(static_cast<int64_t>(bytes_));
+  if (account_) account_->release(static_cast<int64_t>(bytes_));
+  account_ = std::move(account);
+}
+
+Tensor::Tensor(TensorMeta meta, std::shared_ptr<Storage> storage, size_t byte_offset)
+    : meta_(std::move(meta)), storage_(std::move(storage)), offset_(byte_offset) {
+  numel_ = shape_numel(meta_.shape);
+  TENSORD_ASSERT(!storage_ || offset_ + nbytes() <= storage_->nbytes());
+}
+
+Tensor Tensor::empty_host(DType dtype, Shape shape) {
+  TensorMeta m{dtype, std::move(shape)};
+  size_t bytes = m.nbytes();
+  return Tensor(std::move(m), Storage::host(bytes));
+}
+
+Tensor Tensor::zeros_host(DType dtype, Shape shape) {
+  Tensor t = empty_host(dtype, std::move(shape));
+  std::memset(t.data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::empty(Backend* backend, Device d, DType dtype, Shape shape,
+                     std::shared_ptr<MemoryAccount> account) {
+  TensorMeta m{dtype, std::move(shape)};
+  size_t bytes = m.nbytes();
+  return Tensor(std::move(m), Storage::allocate(backend, d, bytes, std::move(account)));
+}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device{}; }
+
+Tensor Tensor::view(Shape shape) const {
+  TensorMeta m{meta_.dtype, std::move(shape)};
+  TENSORD_ASSERT(shape_numel(m.shape) == numel_);
+  return Tensor(std::move(m), storage_, offset_);
+}
+
+Tensor Tensor::clone_host() const {
+  Tensor t = empty_host(meta_.dtype, meta_.shape);
+  if (nbytes()) std::memcpy(t.data(), data(), nbytes());
+  return t;
+}
+
+}  // namespace tensord

@@ -1,0 +1,107 @@
+// Tensor: dtype + shape over contiguous storage on one device.
+// Storage is shared (reshape is a view); writes go through ops that own
+// their output or through the commit protocol of graphs/ for stored tensors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ops/device.h"
+#include "ops/dtype.h"
+#include "ops/shape.h"
+
+namespace tensord {
+
+class Backend;
+class MemoryAccount;
+
+// What shape inference knows about a value.
+struct TensorMeta {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  // A Python number passed where a tensor goes (add(x, 2.0)): promotes with
+  // PyTorch's "wrapped number" priority.
+  bool wrapped_number = false;
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t dim() const { return static_cast<int64_t>(shape.size()); }
+  std::string str() const;  // "float32[2, 3]"
+};
+
+// A block of device memory. Frees itself through its backend (or the host
+// heap when backend is null) and releases any bytes charged to an account.
+class Storage {
+ public:
+  // Host heap memory, 64-byte aligned, not charged to anyone.
+  static std::shared_ptr<Storage> host(size_t bytes);
+  // Device memory from `backend`, charged to `account` (may be null).
+  static std::shared_ptr<Storage> allocate(Backend* backend, Device d, size_t bytes,
+                                           std::shared_ptr<MemoryAccount> account);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t nbytes() const { return bytes_; }
+  Device device() const { return device_; }
+  Backend* backend() const { return backend_; }
+
+  // Charges the storage's bytes to `account` (throws quota_exceeded, nothing
+  // changed); a storage is charged to at most one account at a time.
+  void charge(std::shared_ptr<MemoryAccount> account);
+  const std::shared_ptr<MemoryAccount>& account() const { return account_; }
+
+ private:
+  Storage() = default;
+  Backend* backend_ = nullptr;
+  Device device_{};
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  std::shared_ptr<MemoryAccount> account_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(TensorMeta meta, std::shared_ptr<Storage> storage, size_t byte_offset = 0);
+
+  // Uninitialised host tensor.
+  static Tensor empty_host(DType dtype, Shape shape);
+  // Zero-filled host tensor.
+  static Tensor zeros_host(DType dtype, Shape shape);
+  // Uninitialised tensor on a backend device, charged to `account`.
+  static Tensor empty(Backend* backend, Device d, DType dtype, Shape shape,
+                      std::shared_ptr<MemoryAccount> account);
+
+  bool defined() const { return storage_ != nullptr; }
+  const TensorMeta& meta() const { return meta_; }
+  DType dtype() const { return meta_.dtype; }
+  const Shape& shape() const { return meta_.shape; }
+  int64_t dim() const { return meta_.dim(); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(meta_.dtype); }
+  Device device() const;
+
+  void* data() const { return static_cast<char*>(storage_->data()) + offset_; }
+  template <class T>
+  T* data_ptr() const { return static_cast<T*>(data()); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  // A view with another shape of the same numel (no copy).
+  Tensor view(Shape shape) const;
+  // A deep copy into fresh host memory (CPU tensors only).
+  Tensor clone_host() const;
+  // Marks as a wrapped Python number for type promotion.
+  Tensor& set_wrapped_number(bool w) { meta_.wrapped_number = w; return *this; }
+
+ private:
+  TensorMeta meta_;
+  int64_t numel_ = 0;
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;
+};
+
+}  // namespace tensord

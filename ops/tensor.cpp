@@ -39,8 +39,17 @@ std::shared_ptr<Storage> Storage::allocate(Backend* backend, Device d, size_t by
   return s;
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* p, size_t bytes, std::shared_ptr<const void> owner) {
+  TENSORD_ASSERT(owner != nullptr);
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->ptr_ = p;
+  s->bytes_ = bytes;
+  s->owner_ = std::move(owner);
+  return s;
+}
+
 Storage::~Storage() {
-  if (ptr_) {
+  if (ptr_ && !owner_) {
     if (backend_) {
       backend_->deallocate(device_, ptr_, bytes_);
     } else {

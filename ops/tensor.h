@@ -40,6 +40,10 @@ class Storage {
   // Device memory from `backend`, charged to `account` (may be null).
   static std::shared_ptr<Storage> allocate(Backend* backend, Device d, size_t bytes,
                                            std::shared_ptr<MemoryAccount> account);
+  // Host memory owned by someone else (e.g. a request body a safetensors
+  // tensor aliases): never freed here; `owner` is kept alive as long as the
+  // storage is.
+  static std::shared_ptr<Storage> wrap(void* p, size_t bytes, std::shared_ptr<const void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -61,6 +65,7 @@ class Storage {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
   std::shared_ptr<MemoryAccount> account_;
+  std::shared_ptr<const void> owner_;  // set by wrap(): ptr_ is not ours to free
 };
 
 class Tensor {

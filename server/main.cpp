@@ -1,1 +1,155 @@
-int main() { return 0; }
+// tensord: the server binary. Parses flags, picks the backend, restores the
+// state dir, serves until SIGTERM/SIGINT, drains, checkpoints, exits 0.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "api/checkpoint.h"
+#include "metrics/metrics.h"
+#include "ops/backend.h"
+#include "ops/error.h"
+#include "scheduler/engine.h"
+#include "scheduler/tenant.h"
+#include "server/app.h"
+#include "server/http_server.h"
+
+#ifndef TENSORD_VERSION
+#define TENSORD_VERSION "0.0.0"
+#endif
+
+namespace {
+
+const char* kUsage =
+    "usage: tensord [flags]\n"
+    "  --listen HOST:PORT        address to serve (default 127.0.0.1:8080; port 0 = any free port)\n"
+    "  --backend auto|cpu|cuda   compute backend (default auto: cuda when a device answers, else cpu)\n"
+    "  --threads N               CPU worker threads (default: one per core)\n"
+    "  --workqueue-limit N       jobs run at once on the default partition (default 2)\n"
+    "  --io-threads N            HTTP threads (default max(2, cores))\n"
+    "  --max-body-bytes N        largest request body (default 1073741824)\n"
+    "  --state-dir DIR           keep stored tensors there (restored at start, saved at exit)\n"
+    "  --drain-timeout S         seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --version                 print the version\n";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "tensord: " << msg << "\n" << kUsage;
+  std::exit(2);
+}
+
+long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno || !end || *end || v.empty() || x < lo || x > hi) usage_error(flag + ": bad value '" + v + "'");
+  return x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tensord;
+  ServerOptions sopt;
+  std::string backend_name = "auto", state_dir;
+  int threads = 0, workqueue_limit = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      auto eq = a.find('=');
+      if (eq != std::string::npos) return a.substr(eq + 1);
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    std::string flag = a.substr(0, a.find('='));
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (flag == "--version") {
+      std::cout << "tensord " << TENSORD_VERSION << "\n";
+      return 0;
+    } else if (flag == "--listen") {
+      std::string v = value();
+      auto colon = v.rfind(':');
+      if (colon == std::string::npos) usage_error("--listen takes HOST:PORT");
+      sopt.host = v.substr(0, colon);
+      if (sopt.host.size() > 2 && sopt.host.front() == '[' && sopt.host.back() == ']') {
+        sopt.host = sopt.host.substr(1, sopt.host.size() - 2);
+      }
+      sopt.port = static_cast<uint16_t>(parse_int("--listen", v.substr(colon + 1), 0, 65535));
+    } else if (flag == "--backend") {
+      backend_name = value();
+    } else if (flag == "--threads") {
+      threads = static_cast<int>(parse_int(flag, value(), 0, 1024));
+    } else if (flag == "--workqueue-limit") {
+      workqueue_limit = static_cast<int>(parse_int(flag, value(), 1, 1024));
+    } else if (flag == "--io-threads") {
+      sopt.io_threads = static_cast<int>(parse_int(flag, value(), 0, 1024));
+    } else if (flag == "--max-body-bytes") {
+      sopt.max_body_bytes = static_cast<size_t>(parse_int(flag, value(), 1, 1LL << 40));
+    } else if (flag == "--state-dir") {
+      state_dir = value();
+    } else if (flag == "--drain-timeout") {
+      sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
+    } else if (flag == "--config") {
+      value();
+      usage_error("--config (tenants and partitions) is not supported by this build yet");
+    } else {
+      usage_error("unknown flag " + a);
+    }
+  }
+
+  std::unique_ptr<Backend> backend;
+  if (backend_name == "auto") {
+    backend = make_backend("cuda", threads);
+    if (!backend) backend = make_backend("cpu", threads);
+  } else if (backend_name == "cpu" || backend_name == "cuda") {
+    backend = make_backend(backend_name, threads);
+    if (!backend) {
+      std::cerr << "tensord: backend " << backend_name << " is not available (not compiled in, or no device)\n";
+      return 2;
+    }
+  } else {
+    usage_error("--backend must be auto, cpu or cuda");
+  }
+  const std::string bname(backend->name());
+  register_build_info(TENSORD_VERSION, bname);
+
+  try {
+    EngineOptions eopt;
+    eopt.workqueue_limit = workqueue_limit;
+    Engine engine(std::move(backend), eopt);
+    Tenant tenant("default");
+    if (!state_dir.empty()) {
+      int64_t n = restore_checkpoint(state_dir, tenant);
+      if (n) std::cerr << "tensord: restored " << n << " tensors from " << state_dir << "\n";
+    }
+    AppContext app;
+    app.engine = &engine;
+    app.tenant = &tenant;
+    app.version = TENSORD_VERSION;
+    app.state_dir = state_dir;
+    app.max_body_bytes = sopt.max_body_bytes;
+    auto router = build_router(app);
+    HttpServer server(sopt, router);
+    app.draining = [&server] { return server.draining(); };
+    server.set_on_drain([&engine] { engine.shutdown(); });
+    std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
+    std::cerr << "tensord " << TENSORD_VERSION << " (" << bname << ") listening on http://" << host << ":"
+              << server.port() << std::endl;
+    server.run();
+    engine.shutdown();
+    if (!state_dir.empty()) {
+      auto ci = write_checkpoint(state_dir, tenant);
+      std::cerr << "tensord: checkpointed " << ci.tensors << " tensors to " << ci.path << "\n";
+    }
+    std::cerr << "tensord: stopped\n";
+  } catch (const Error& e) {
+    std::cerr << "tensord: " << e.message() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tensord: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,80 @@
+#include "api/error_reply.h"
+
+namespace tensord {
+
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kBadRequest:
+    case ErrorCode::kInvalidProgram: return 400;
+    case ErrorCode::kUnauthenticated: return 401;
+    case ErrorCode::kForbidden: return 403;
+    case ErrorCode::kNotFound:
+    case ErrorCode::kUnknownOp: return 404;
+    case ErrorCode::kConflict: return 409;
+    case ErrorCode::kPayloadTooLarge: return 413;
+    case ErrorCode::kShapeMismatch:
+    case ErrorCode::kDtypeMismatch:
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kNumericalError:
+    case ErrorCode::kUnsupported: return 422;
+    case ErrorCode::kQuotaExceeded:
+    case ErrorCode::kQueueFull: return 429;
+    case ErrorCode::kCancelled: return 499;
+    case ErrorCode::kInternal: return 500;
+    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kDeadlineExceeded: return 504;
+  }
+  return 500;
+}
+
+std::string json_quote(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          static const char* hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+namespace {
+// Messages may echo user input: keep them bounded and valid UTF-8-ish.
+std::string clip(const std::string& s) {
+  std::string out = s.size() > 2048 ? s.substr(0, 2048) + "..." : s;
+  for (auto& c : out) {
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  }
+  return out;
+}
+}  // namespace
+
+HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s) {
+  HttpResponse r;
+  r.status = http_status(e.code());
+  std::string body = "{\"error\":{\"code\":";
+  body += json_quote(std::string(error_code_name(e.code())));
+  body += ",\"message\":" + json_quote(clip(e.message()));
+  if (!e.node().empty()) body += ",\"node\":" + json_quote(clip(e.node()));
+  body += ",\"request_id\":" + json_quote(request_id) + "}}";
+  r.body = std::move(body);
+  if (r.status == 429) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s < 1 ? 1 : retry_after_s));
+  return r;
+}
+
+}  // namespace tensord

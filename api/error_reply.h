@@ -1,0 +1,22 @@
+// The one place that maps tensord::Error to an HTTP reply (API.md section 2;
+// Seastar's routes::exception_reply).
+#pragma once
+
+#include <string>
+
+#include "api/http_types.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+// HTTP status for an error code.
+int http_status(ErrorCode code);
+
+// {"error": {"code", "message", "node"?, "request_id"}} with the status;
+// 429 replies carry Retry-After (seconds, default 1).
+HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s = 1);
+
+// Escapes a string as a JSON string literal (with the quotes).
+std::string json_quote(const std::string& s);
+
+}  // namespace tensord

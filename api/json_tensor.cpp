@@ -1,0 +1,514 @@
+#include "api/json_tensor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <type_traits>
+
+#include "api/base64.h"
+#include "ops/dispatch.h"
+#include "ops/error.h"
+#include "ops/kernels/scalar_traits.h"
+
+namespace tensord {
+namespace {
+
+using rapidjson::Value;
+
+// Array levels a tensor's data may have: one per dimension plus [re, im].
+constexpr int kMaxDataDepth = static_cast<int>(kMaxRank) + 1;
+
+[[noreturn]] void fail(const std::string& what, const std::string& reason) {
+  throw Error(ErrorCode::kBadRequest, what + ": " + reason);
+}
+
+// A short description of a JSON value for error messages.
+std::string describe(const Value& v) {
+  if (v.IsNull()) return "null";
+  if (v.IsBool()) return v.GetBool() ? "true" : "false";
+  if (v.IsObject()) return "an object";
+  if (v.IsArray()) return "a list";
+  if (v.IsString()) {
+    std::string s(v.GetString(), std::min<size_t>(v.GetStringLength(), 32));
+    return "the string \"" + s + (v.GetStringLength() > 32 ? "...\"" : "\"");
+  }
+  if (v.IsInt64()) return std::to_string(v.GetInt64());
+  if (v.IsUint64()) return std::to_string(v.GetUint64());
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v.GetDouble());
+  return std::string(buf, r.ptr);
+}
+
+std::string element(int64_t idx) { return "element " + std::to_string(idx) + " (row-major)"; }
+
+// "nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", any case.
+bool parse_nonfinite(const Value& v, double* out) {
+  if (!v.IsString() || v.GetStringLength() > 9) return false;
+  std::string s(v.GetString(), v.GetStringLength());
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (s == "nan") {
+    *out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  double sign = 1.0;
+  if (s[0] == '+' || s[0] == '-') {
+    sign = s[0] == '-' ? -1.0 : 1.0;
+    s.erase(0, 1);
+  }
+  if (s == "inf" || s == "infinity") {
+    *out = sign * std::numeric_limits<double>::infinity();
+    return true;
+  }
+  return false;
+}
+
+double leaf_real(const Value& v, const std::string& what, int64_t idx) {
+  if (v.IsNumber()) return v.GetDouble();
+  if (v.IsBool()) return v.GetBool() ? 1.0 : 0.0;
+  double d;
+  if (parse_nonfinite(v, &d)) return d;
+  fail(what, element(idx) + ": expected a number or \"nan\"/\"inf\"/\"-inf\", got " + describe(v));
+}
+
+template <class I>
+constexpr DType int_dtype() {
+  return std::is_same_v<I, uint8_t>   ? DType::kUInt8
+         : std::is_same_v<I, int8_t>  ? DType::kInt8
+         : std::is_same_v<I, int16_t> ? DType::kInt16
+         : std::is_same_v<I, int32_t> ? DType::kInt32
+                                      : DType::kInt64;
+}
+
+template <class I>
+I leaf_int(const Value& v, const std::string& what, int64_t idx) {
+  constexpr auto kMin = std::numeric_limits<I>::min();
+  constexpr auto kMax = std::numeric_limits<I>::max();
+  auto out_of_range = [&]() {
+    fail(what, element(idx) + ": " + describe(v) + " is out of range for " +
+                   std::string(dtype_name(int_dtype<I>())) + " [" + std::to_string(kMin) + ", " +
+                   std::to_string(kMax) + "]");
+  };
+  if (v.IsBool()) return static_cast<I>(v.GetBool());
+  if (v.IsInt64()) {
+    int64_t x = v.GetInt64();
+    if (x < static_cast<int64_t>(kMin) || x > static_cast<int64_t>(kMax)) out_of_range();
+    return static_cast<I>(x);
+  }
+  if (v.IsUint64()) out_of_range();  // above INT64_MAX
+  if (v.IsDouble()) {
+    double d = v.GetDouble();
+    if (!std::isfinite(d) || std::trunc(d) != d) {
+      fail(what, element(idx) + ": expected an integer, got " + describe(v));
+    }
+    // Bounds are exact powers of two (or 0) in double.
+    if (d < static_cast<double>(kMin) || d >= static_cast<double>(kMax) + 1.0) out_of_range();
+    return static_cast<I>(d);
+  }
+  fail(what, element(idx) + ": expected an integer, got " + describe(v));
+}
+
+bool leaf_bool(const Value& v, const std::string& what, int64_t idx) {
+  if (v.IsBool()) return v.GetBool();
+  if (v.IsNumber()) {
+    double d = v.GetDouble();
+    if (d == 0.0 || d == 1.0) return d == 1.0;
+  }
+  fail(what, element(idx) + ": expected true, false, 0 or 1, got " + describe(v));
+}
+
+bool is_scalar_json(const Value& v) { return !v.IsArray() && !v.IsObject(); }
+bool is_pair(const Value& v) { return v.IsArray() && v.Size() == 2 && is_scalar_json(v[0]) && is_scalar_json(v[1]); }
+
+// Parses one element into out[idx]; T is the storage type.
+template <class T>
+void parse_leaf(const Value& v, T* out, int64_t idx, const std::string& what) {
+  T x;
+  if constexpr (std::is_same_v<T, bool>) {
+    x = leaf_bool(v, what, idx);
+  } else if constexpr (std::is_integral_v<T>) {
+    x = leaf_int<T>(v, what, idx);
+  } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    x = static_cast<T>(leaf_real(v, what, idx));
+  } else if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
+    using C = typename T::value_type;
+    if (!is_pair(v)) fail(what, element(idx) + ": a complex element is [re, im], got " + describe(v));
+    x = T(static_cast<C>(leaf_real(v[0], what, idx)), static_cast<C>(leaf_real(v[1], what, idx)));
+  } else {
+    // Narrow floats: double -> float -> RNE, as every cast in ops/convert.cpp.
+    x = kernels::ScalarTraits<T>::store(static_cast<float>(leaf_real(v, what, idx)));
+  }
+  std::memcpy(out + idx, &x, sizeof(T));
+}
+
+// Array levels above the elements, following first elements (a complex
+// element's [re, im] is not a level).
+int data_depth(const Value& data, bool complex, const std::string& what) {
+  int levels = 0;
+  const Value* p = &data;
+  while (p->IsArray() && !(complex && is_pair(*p))) {
+    if (++levels > kMaxDataDepth) fail(what, "data is nested deeper than the 16 dimensions a tensor may have");
+    if (p->Empty()) break;
+    p = &(*p)[0];
+  }
+  return levels;
+}
+
+Shape infer_shape(const Value& data, int depth) {
+  Shape s;
+  const Value* p = &data;
+  for (int i = 0; i < depth; ++i) {
+    s.push_back(static_cast<int64_t>(p->Size()));
+    if (p->Empty()) {
+      // [] at this level: the deeper dims are unknown, hence 0-sized as well.
+      while (static_cast<int>(s.size()) < depth) s.push_back(0);
+      break;
+    }
+    p = &(*p)[0];
+  }
+  return s;
+}
+
+Shape parse_shape(const Value& v, const std::string& what) {
+  if (!v.IsArray()) fail(what, "shape must be a list of non-negative integers, got " + describe(v));
+  if (v.Size() > kMaxRank) {
+    fail(what, "shape has rank " + std::to_string(v.Size()) + ", at most " + std::to_string(kMaxRank) +
+                   " is supported");
+  }
+  Shape s;
+  for (const Value& d : v.GetArray()) {
+    if (!d.IsInt64() || d.GetInt64() < 0) {
+      fail(what, "shape must be a list of non-negative integers, got " + describe(d) + " in it");
+    }
+    s.push_back(d.GetInt64());
+  }
+  return s;
+}
+
+int64_t checked_numel(const Shape& s, const std::string& what) {
+  try {
+    return shape_numel(s);
+  } catch (const Error& e) {
+    fail(what, e.message());
+  }
+}
+
+// How `data` lays out its elements against the shape.
+enum class Layout { kNested, kFlat };
+
+// Calls f(element, flat_index) for every element, checking the structure.
+template <class F>
+void walk_nested(const Value& v, const Shape& shape, size_t dim, int64_t& idx, const std::string& what, F& f) {
+  if (dim == shape.size()) {
+    f(v, idx++);
+    return;
+  }
+  if (!v.IsArray() || static_cast<int64_t>(v.Size()) != shape[dim]) {
+    fail(what, "data does not match shape " + shape_str(shape) + ": at dimension " + std::to_string(dim) +
+                   " expected a list of " + std::to_string(shape[dim]) + ", got " +
+                   (v.IsArray() ? "a list of " + std::to_string(v.Size()) : describe(v)));
+  }
+  for (const Value& e : v.GetArray()) walk_nested(e, shape, dim + 1, idx, what, f);
+}
+
+template <class F>
+void walk(const Value& data, Layout layout, const Shape& shape, const std::string& what, F&& f) {
+  if (layout == Layout::kNested) {
+    int64_t idx = 0;
+    walk_nested(data, shape, 0, idx, what, f);
+  } else {
+    int64_t idx = 0;
+    for (const Value& e : data.GetArray()) f(e, idx++);
+  }
+}
+
+DType infer_dtype(const Value& data, Layout layout, const Shape& shape, const std::string& what) {
+  bool all_bool = true, all_int = true;
+  walk(data, layout, shape, what, [&](const Value& e, int64_t) {
+    if (e.IsBool()) return;
+    all_bool = false;
+    if (!(e.IsInt64() || e.IsUint64())) all_int = false;
+  });
+  bool empty = shape_numel(shape) == 0;
+  if (all_bool && !empty) return DType::kBool;
+  if (all_int && !empty) return DType::kInt64;
+  return DType::kFloat32;
+}
+
+Tensor scalar_from_json(const Value& v, const std::string& what) {
+  DType dt = v.IsBool() ? DType::kBool : (v.IsInt64() || v.IsUint64()) ? DType::kInt64 : DType::kFloat32;
+  Tensor t = Tensor::empty_host(dt, {});
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    parse_leaf<T>(v, t.data_ptr<T>(), 0, what);
+  });
+  return t;
+}
+
+Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value* shape_v, const std::string& what) {
+  if (!dtype) fail(what, "\"dtype\" is required with \"b64\"");
+  if (!shape_v) fail(what, "\"shape\" is required with \"b64\"");
+  if (!b64.IsString()) fail(what, "\"b64\" must be a base64 string, got " + describe(b64));
+  Shape shape = parse_shape(*shape_v, what);
+  int64_t numel = checked_numel(shape, what);
+  std::string_view text(b64.GetString(), b64.GetStringLength());
+  size_t want = static_cast<size_t>(numel) * dtype_size(*dtype);
+  size_t got;
+  try {
+    got = base64_decoded_size(text);
+  } catch (const Error& e) {
+    fail(what, "b64: " + e.message());
+  }
+  if (got != want) {
+    fail(what, "b64 holds " + std::to_string(got) + " bytes, " + std::string(dtype_name(*dtype)) +
+                   shape_str(shape) + " needs " + std::to_string(want));
+  }
+  Tensor t = Tensor::empty_host(*dtype, std::move(shape));
+  try {
+    base64_decode_into(text, t.data());
+  } catch (const Error& e) {
+    fail(what, "b64: " + e.message());
+  }
+  if (*dtype == DType::kBool) {
+    const auto* p = static_cast<const unsigned char*>(t.data());
+    for (size_t i = 0; i < want; ++i) {
+      if (p[i] > 1) fail(what, element(static_cast<int64_t>(i)) + ": a bool byte must be 0 or 1, got " + std::to_string(p[i]));
+    }
+  }
+  return t;
+}
+
+// ---- encoding ----
+
+// Writes the shortest decimal in buf..end that parses back as `ok` says,
+// with ".0" appended to integral-looking output so it reads as a float.
+template <class W>
+void write_number_text(W& w, char* buf, char* end) {
+  bool has_point = false;
+  for (char* c = buf; c != end; ++c) has_point |= (*c == '.' || *c == 'e' || *c == 'E');
+  if (!has_point) {
+    *end++ = '.';
+    *end++ = '0';
+  }
+  w.RawValue(buf, static_cast<size_t>(end - buf), rapidjson::kNumberType);
+}
+
+template <class W>
+bool write_nonfinite(W& w, double v) {
+  if (std::isfinite(v)) return false;
+  w.String(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+  return true;
+}
+
+template <class W>
+void write_float32(W& w, float f) {
+  if (write_nonfinite(w, f)) return;
+  char buf[64];
+  auto r = std::to_chars(buf, buf + 48, f);
+  // Readers parse to double and round to float32: check that the shortest
+  // float32 text survives the double rounding, else print the exact double.
+  double back = 0;
+  auto p = std::from_chars(buf, r.ptr, back);
+  if (p.ec != std::errc() || static_cast<float>(back) != f) r = std::to_chars(buf, buf + 48, static_cast<double>(f));
+  write_number_text(w, buf, r.ptr);
+}
+
+template <class W>
+void write_float64(W& w, double d) {
+  if (write_nonfinite(w, d)) return;
+  char buf[64];
+  auto r = std::to_chars(buf, buf + 48, d);
+  write_number_text(w, buf, r.ptr);
+}
+
+template <class W, class T>
+void write_elements(W& w, const Tensor& t) {
+  const char* base = static_cast<const char*>(t.data());
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      w.Bool(base[i] != 0);
+    } else {
+      T x;
+      std::memcpy(&x, base + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+      if constexpr (std::is_same_v<T, int64_t>) {
+        w.Int64(x);
+      } else if constexpr (std::is_integral_v<T>) {
+        w.Int(static_cast<int>(x));
+      } else if constexpr (std::is_same_v<T, double>) {
+        write_float64(w, x);
+      } else if constexpr (std::is_same_v<T, float>) {
+        write_float32(w, x);
+      } else if constexpr (std::is_same_v<T, std::complex<float>>) {
+        w.StartArray();
+        write_float32(w, x.real());
+        write_float32(w, x.imag());
+        w.EndArray();
+      } else if constexpr (std::is_same_v<T, std::complex<double>>) {
+        w.StartArray();
+        write_float64(w, x.real());
+        write_float64(w, x.imag());
+        w.EndArray();
+      } else {
+        write_float32(w, kernels::ScalarTraits<T>::load(x));  // exact
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_json(const Value& v, const std::string& what) {
+  if (v.IsNumber() || v.IsBool()) return scalar_from_json(v, what);
+  if (!v.IsObject()) {
+    fail(what, "expected a tensor {\"dtype\", \"shape\", \"data\"} or a number, got " + describe(v));
+  }
+  const Value* dtype_v = nullptr;
+  const Value* shape_v = nullptr;
+  const Value* data_v = nullptr;
+  const Value* b64_v = nullptr;
+  for (const auto& m : v.GetObject()) {
+    std::string_view key(m.name.GetString(), m.name.GetStringLength());
+    const Value** slot = key == "dtype" || key == "datatype" ? &dtype_v
+                         : key == "shape"                    ? &shape_v
+                         : key == "data"                     ? &data_v
+                         : key == "b64"                      ? &b64_v
+                                                             : nullptr;
+    if (key == "name") continue;
+    if (!slot) {
+      fail(what, "unknown key \"" + std::string(key.substr(0, 32)) +
+                     "\" (a tensor has \"dtype\", \"shape\" and \"data\" or \"b64\")");
+    }
+    if (*slot) fail(what, "\"" + std::string(key) + "\" given twice");
+    *slot = &m.value;
+  }
+
+  std::optional<DType> dtype;
+  if (dtype_v) {
+    if (!dtype_v->IsString()) fail(what, "\"dtype\" must be a string, got " + describe(*dtype_v));
+    dtype = dtype_from_name(std::string_view(dtype_v->GetString(), dtype_v->GetStringLength()));
+    if (!dtype) fail(what, "unknown dtype " + describe(*dtype_v));
+  }
+  if (data_v && b64_v) fail(what, "give either \"data\" or \"b64\", not both");
+  if (b64_v) return tensor_from_b64(*b64_v, dtype, shape_v, what);
+  if (!data_v) fail(what, "a tensor needs \"data\" or \"b64\"");
+  const Value& data = *data_v;
+
+  const bool complex = dtype && is_complex(*dtype);
+  const int depth = data_depth(data, complex, what);
+  Shape shape;
+  Layout layout = Layout::kNested;
+  if (shape_v) {
+    shape = parse_shape(*shape_v, what);
+    int64_t numel = checked_numel(shape, what);
+    if (depth == static_cast<int>(shape.size())) {
+      layout = Layout::kNested;
+    } else if (depth == 1) {
+      layout = Layout::kFlat;
+      if (static_cast<int64_t>(data.Size()) != numel) {
+        fail(what, "data has " + std::to_string(data.Size()) + " elements, shape " + shape_str(shape) +
+                       " needs " + std::to_string(numel));
+      }
+    } else {
+      fail(what, "data nested " + std::to_string(depth) + " deep matches neither shape " + shape_str(shape) +
+                     " nor a flat list" + (complex ? " (complex elements are [re, im])" : ""));
+    }
+  } else {
+    shape = infer_shape(data, depth);
+    checked_numel(shape, what);
+  }
+
+  DType dt = dtype ? *dtype : infer_dtype(data, layout, shape, what);
+  Tensor t = Tensor::empty_host(dt, shape);
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = t.data_ptr<T>();
+    walk(data, layout, shape, what, [&](const Value& e, int64_t idx) { parse_leaf<T>(e, out, idx, what); });
+  });
+  return t;
+}
+
+void check_json_depth(std::string_view text, int max_depth, const std::string& what) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) fail(what, "JSON nested deeper than " + std::to_string(max_depth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
+  check_json_depth(json, 64, what);
+  rapidjson::Document doc;
+  doc.Parse<kJsonParseFlags>(json.data(), json.size());
+  if (doc.HasParseError()) {
+    fail(what, "invalid JSON at offset " + std::to_string(doc.GetErrorOffset()));
+  }
+  return tensor_from_json(doc, what);
+}
+
+template <class Writer>
+void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
+  TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);
+  w.StartObject();
+  w.Key("dtype");
+  std::string_view name = dtype_name(t.dtype());
+  w.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+  w.Key("shape");
+  w.StartArray();
+  for (int64_t d : t.shape()) w.Int64(d);
+  w.EndArray();
+  if (use_b64) {
+    w.Key("b64");
+    std::string text = base64_encode(t.data(), t.nbytes());
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  } else {
+    w.Key("data");
+    w.StartArray();
+    dispatch_dtype(t.dtype(), [&](auto tag) { write_elements<Writer, typename decltype(tag)::type>(w, t); });
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+std::string tensor_to_json_string(const Tensor& t, bool use_b64) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  tensor_to_json(t, w, use_b64);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+template <class Writer>
+void write_json_double(Writer& w, double v) {
+  write_float64(w, v);
+}
+
+double json_to_double(const Value& v, const std::string& what) {
+  if (v.IsNumber()) return v.GetDouble();
+  if (v.IsBool()) return v.GetBool() ? 1.0 : 0.0;
+  double d;
+  if (parse_nonfinite(v, &d)) return d;
+  fail(what, "expected a number or \"nan\"/\"inf\"/\"-inf\", got " + describe(v));
+}
+
+template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
+template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
+template void write_json_double<JsonWriter>(JsonWriter&, double);
+template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);
+
+}  // namespace tensord

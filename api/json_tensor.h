@@ -1,0 +1,81 @@
+// The JSON tensor codec of API.md 3.1.
+//
+// Decoding accepts
+//   {"dtype": "float32", "shape": [2, 2], "data": [[1, 2], [3, 4]]}  nested
+//   {"dtype": "float32", "shape": [2, 2], "data": [1, 2, 3, 4]}      flat, row-major
+//   {"dtype": "bfloat16", "shape": [4], "b64": "<little-endian bytes>"}
+//   2.5 / 7 / true                                                   a bare scalar, shape []
+// "datatype" (KServe v2) is accepted for "dtype" and "name" is ignored; any
+// other key is bad_request (a typo must not silently change the tensor).
+// Without "shape", nested data gives its shape (a bare value: []); b64 needs
+// both dtype and shape. Without "dtype", the dtype is inferred as
+// torch.tensor does: all bools -> bool, all integers -> int64, else float32
+// (bare scalars likewise). Elements: numbers; the strings "nan", "inf",
+// "-inf" (also "+inf", "infinity", any letter case) for floats; true/false
+// for any dtype (as 1/0), 0/1 for bool; [re, im] for complex dtypes.
+// Integer dtypes take integral values in the dtype's range only. Every
+// violation throws Error(kBadRequest, "<what>: <reason>"); no input crashes
+// (nesting is bounded by the rank limit, 16, and checked before recursing).
+//
+// Encoding writes {"dtype", "shape", "data"} with flat row-major data (a
+// list even for shape []), or {"dtype", "shape", "b64"}. float32 and the
+// narrow floats print the shortest decimal that reads back (via double, as
+// every JSON parser does) to the same float32, float64 the shortest that
+// reads back to the same double; both always carry a '.' or an exponent.
+// Non-finite values are the strings "nan", "inf", "-inf"; complex elements
+// are [re, im].
+//
+// Callers parsing request bodies should use kJsonParseFlags: iterative (deep
+// nesting cannot overflow the stack), full precision (float64 round trips)
+// and UTF-8 validation.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <rapidjson/document.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "ops/tensor.h"
+
+namespace tensord {
+
+inline constexpr unsigned kJsonParseFlags =
+    rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag;
+
+// A host tensor from a JSON value (see above). `what` names the value in
+// error messages, e.g. "inputs.x".
+Tensor tensor_from_json(const rapidjson::Value& v, const std::string& what);
+// Parses `json` with kJsonParseFlags first (a syntax error is bad_request).
+Tensor tensor_from_json_string(std::string_view json, const std::string& what);
+
+// Writes a host tensor as one JSON value. Instantiated for
+// rapidjson::Writer<StringBuffer> and PrettyWriter<StringBuffer>.
+template <class Writer>
+void tensor_to_json(const Tensor& t, Writer& w, bool use_b64);
+std::string tensor_to_json_string(const Tensor& t, bool use_b64 = false);
+
+// A float64 scalar as a JSON number (shortest round-trip form) or, when not
+// finite, the string "nan" / "inf" / "-inf".
+template <class Writer>
+void write_json_double(Writer& w, double v);
+// A JSON number, bool (1/0) or non-finite string as double; else bad_request
+// naming `what`.
+double json_to_double(const rapidjson::Value& v, const std::string& what);
+
+// Throws bad_request naming `what` when `text` nests arrays/objects deeper
+// than `max_depth` (a linear scan, strings skipped). Run before parsing
+// untrusted JSON: an iterative parse of "[[[[..." is safe for the stack but
+// still spends memory per level.
+void check_json_depth(std::string_view text, int max_depth, const std::string& what);
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+using JsonPrettyWriter = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
+extern template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
+extern template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
+extern template void write_json_double<JsonWriter>(JsonWriter&, double);
+extern template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);
+
+}  // namespace tensord

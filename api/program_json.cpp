@@ -1,0 +1,281 @@
+#include "api/program_json.h"
+
+#include <rapidjson/error/en.h>
+
+#include "api/json_tensor.h"
+#include "api/sha256.h"
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw Error(ErrorCode::kBadRequest, msg); }
+
+std::string str_field(const rapidjson::Value& o, const char* key, const std::string& where, bool required) {
+  auto it = o.FindMember(key);
+  if (it == o.MemberEnd()) {
+    if (required) bad(where + ": missing \"" + key + "\"");
+    return {};
+  }
+  if (!it->value.IsString()) bad(where + ": \"" + key + "\" must be a string");
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+std::vector<std::string> str_list(const rapidjson::Value& v, const std::string& where) {
+  if (!v.IsArray()) bad(where + " must be a list of names");
+  std::vector<std::string> out;
+  for (const auto& e : v.GetArray()) {
+    if (!e.IsString()) bad(where + " must be a list of names");
+    out.emplace_back(e.GetString(), e.GetStringLength());
+  }
+  return out;
+}
+
+TensorMeta meta_from_json(const rapidjson::Value& v, const std::string& where) {
+  if (!v.IsObject()) bad(where + ": expected {\"dtype\", \"shape\"}");
+  std::string dt = str_field(v, "dtype", where, true);
+  auto t = dtype_from_name(dt);
+  if (!t) bad(where + ": unknown dtype '" + dt + "'");
+  auto it = v.FindMember("shape");
+  if (it == v.MemberEnd() || !it->value.IsArray()) bad(where + ": \"shape\" must be a list of ints");
+  TensorMeta m;
+  m.dtype = *t;
+  for (const auto& d : it->value.GetArray()) {
+    if (!d.IsInt64()) bad(where + ": \"shape\" must be a list of ints");
+    m.shape.push_back(d.GetInt64());
+  }
+  try {
+    shape_numel(m.shape);
+  } catch (const Error& e) {
+    bad(where + ": " + e.message());
+  }
+  return m;
+}
+
+ArgExpr arg_from_json(const rapidjson::Value& v, const std::string& where) {
+  ArgExpr a;
+  if (v.IsNull()) {
+    a.kind = ArgExpr::Kind::kNull;
+  } else if (v.IsString()) {
+    a.kind = ArgExpr::Kind::kString;
+    a.str.assign(v.GetString(), v.GetStringLength());
+  } else if (v.IsBool()) {
+    a.kind = ArgExpr::Kind::kLiteral;
+    a.literal = Attr(v.GetBool());
+  } else if (v.IsInt64()) {
+    a.kind = ArgExpr::Kind::kLiteral;
+    a.literal = Attr(v.GetInt64());
+  } else if (v.IsNumber()) {
+    a.kind = ArgExpr::Kind::kLiteral;
+    a.literal = Attr(v.GetDouble());
+  } else if (v.IsObject()) {
+    a.kind = ArgExpr::Kind::kTensor;
+    a.tensor = tensor_from_json(v, where);
+  } else if (v.IsArray()) {
+    const auto arr = v.GetArray();
+    bool all_str = true, all_int = true, all_num = true;
+    for (const auto& e : arr) {
+      all_str &= e.IsString();
+      all_int &= e.IsInt64();
+      all_num &= e.IsNumber();
+    }
+    if (arr.Empty() || all_str) {
+      a.kind = ArgExpr::Kind::kStringList;
+      for (const auto& e : arr) a.strs.emplace_back(e.GetString(), e.GetStringLength());
+    } else if (all_int) {
+      a.kind = ArgExpr::Kind::kLiteral;
+      std::vector<int64_t> l;
+      for (const auto& e : arr) l.push_back(e.GetInt64());
+      a.literal = Attr(std::move(l));
+    } else if (all_num) {
+      a.kind = ArgExpr::Kind::kLiteral;
+      std::vector<double> l;
+      for (const auto& e : arr) l.push_back(e.GetDouble());
+      a.literal = Attr(std::move(l));
+    } else {
+      bad(where + ": a list argument must hold only names or only numbers");
+    }
+  } else {
+    bad(where + ": unsupported argument");
+  }
+  return a;
+}
+
+Node node_from_json(const rapidjson::Value& v, size_t index, int depth) {
+  std::string where = "nodes[" + std::to_string(index) + "]";
+  if (!v.IsObject()) bad(where + " must be an object");
+  Node n;
+  n.id = str_field(v, "id", where, true);
+  if (n.id.empty() || n.id.size() > 256) bad(where + ": \"id\" must be 1..256 bytes");
+  where = "node '" + n.id + "'";
+  n.op = str_field(v, "op", where, true);
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string key(it->name.GetString(), it->name.GetStringLength());
+    if (key == "id" || key == "op") continue;
+    if (key == "args") {
+      if (!it->value.IsArray()) bad(where + ": \"args\" must be a list");
+      size_t k = 0;
+      for (const auto& a : it->value.GetArray()) n.args.push_back(arg_from_json(a, where + " args[" + std::to_string(k++) + "]"));
+    } else if (key == "kwargs") {
+      if (!it->value.IsObject()) bad(where + ": \"kwargs\" must be an object");
+      for (auto kw = it->value.MemberBegin(); kw != it->value.MemberEnd(); ++kw) {
+        std::string name(kw->name.GetString(), kw->name.GetStringLength());
+        n.kwargs.emplace_back(name, arg_from_json(kw->value, where + " kwargs." + name));
+      }
+    } else if (key == "outputs") {
+      n.outputs = str_list(it->value, where + ": \"outputs\"");
+    } else if (key == "then" || key == "else" || key == "cond" || key == "body" || key == "combine_fn") {
+      n.subprograms[key] = std::make_shared<Program>(program_from_json(it->value, depth + 1));
+    } else {
+      bad(where + ": unknown field \"" + key + "\"");
+    }
+  }
+  return n;
+}
+
+void write_job(JsonWriter& w, const JobResult& r) {
+  w.Key("job");
+  w.StartObject();
+  w.Key("id");
+  w.String(r.id);
+  w.Key("queue_ms");
+  w.Double(r.queue_ms);
+  w.Key("run_ms");
+  w.Double(r.run_ms);
+  w.Key("partition");
+  w.String(r.partition);
+  w.Key("program_sha256");
+  w.String(r.program_sha256);
+  w.Key("plan_peak_bytes");
+  w.Int64(r.plan_peak_bytes);
+  w.Key("backend");
+  w.StartObject();
+  w.Key("name");
+  w.String(r.backend);
+  w.Key("libraries");
+  w.StartObject();
+  for (const auto& [k, v] : r.libraries) {
+    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
+    w.String(v);
+  }
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
+}
+
+}  // namespace
+
+rapidjson::Document parse_json_object(std::string_view body, const char* what) {
+  rapidjson::Document d;
+  d.Parse<kJsonParseFlags>(body.data(), body.size());
+  if (d.HasParseError()) {
+    bad(std::string(what) + ": invalid JSON at offset " + std::to_string(d.GetErrorOffset()) + ": " +
+        rapidjson::GetParseError_En(d.GetParseError()));
+  }
+  if (!d.IsObject()) bad(std::string(what) + ": expected a JSON object");
+  return d;
+}
+
+Program program_from_json(const rapidjson::Value& v, int depth) {
+  if (depth > 32) bad("program: subprograms nested deeper than 32");
+  if (!v.IsObject()) bad("program must be an object");
+  Program p;
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string key(it->name.GetString(), it->name.GetStringLength());
+    if (key == "inputs") {
+      if (!it->value.IsObject()) bad("program.inputs must be an object of {dtype, shape}");
+      for (auto in = it->value.MemberBegin(); in != it->value.MemberEnd(); ++in) {
+        std::string name(in->name.GetString(), in->name.GetStringLength());
+        for (const auto& prev : p.inputs) {
+          if (prev.name == name) throw Error(ErrorCode::kInvalidProgram, "duplicate input name '" + name + "'");
+        }
+        p.inputs.push_back(ProgramInput{name, meta_from_json(in->value, "program.inputs." + name)});
+      }
+    } else if (key == "nodes") {
+      if (!it->value.IsArray()) bad("program.nodes must be a list");
+      size_t i = 0;
+      for (const auto& n : it->value.GetArray()) p.nodes.push_back(node_from_json(n, i++, depth));
+    } else if (key == "outputs") {
+      p.outputs = str_list(it->value, "program.outputs");
+    } else {
+      bad("program: unknown field \"" + key + "\"");
+    }
+  }
+  return p;
+}
+
+JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs) {
+  if (!req.IsObject()) bad("request must be a JSON object");
+  JobSpec s;
+  s.inputs = std::move(file_inputs);
+  auto prog = req.FindMember("program");
+  if (prog == req.MemberEnd()) bad("request: missing \"program\"");
+  s.program = program_from_json(prog->value);
+  {
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    prog->value.Accept(w);
+    s.program_sha256 = sha256_hex(std::string_view(sb.GetString(), sb.GetSize()));
+  }
+  for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
+    std::string key(it->name.GetString(), it->name.GetStringLength());
+    const auto& v = it->value;
+    if (key == "program") continue;
+    if (key == "inputs") {
+      if (!v.IsObject()) bad("request.inputs must be an object");
+      for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
+        std::string name(in->name.GetString(), in->name.GetStringLength());
+        if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
+        s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
+      }
+    } else if (key == "store") {
+      if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
+      for (auto st = v.MemberBegin(); st != v.MemberEnd(); ++st) {
+        if (!st->value.IsString()) bad("request.store values must be tensor names");
+        s.store[std::string(st->name.GetString(), st->name.GetStringLength())] =
+            std::string(st->value.GetString(), st->value.GetStringLength());
+      }
+    } else if (key == "return") {
+      s.return_names = str_list(v, "request.return");
+    } else if (key == "deadline_ms") {
+      if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
+      s.deadline_ms = v.GetInt64();
+    } else if (key == "priority") {
+      if (!v.IsInt() ) bad("request.priority must be an integer");
+      s.priority = v.GetInt();
+    } else {
+      // Unknown fields are ignored so that newer clients (e.g. "ranks")
+      // still run on this server; documented in docs/api-notes.md.
+    }
+  }
+  return s;
+}
+
+std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("outputs");
+  w.StartObject();
+  for (const auto& [name, t] : r.outputs) {
+    w.Key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+    if (tensors_inline) {
+      tensor_to_json(t, w, use_b64);
+    } else {
+      w.StartObject();
+      w.Key("dtype");
+      w.String(std::string(dtype_name(t.dtype())));
+      w.Key("shape");
+      w.StartArray();
+      for (int64_t d : t.shape()) w.Int64(d);
+      w.EndArray();
+      w.EndObject();
+    }
+  }
+  w.EndObject();
+  write_job(w, r);
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace tensord

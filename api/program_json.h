@@ -1,0 +1,32 @@
+// Program and /v1/run request parsing (API.md section 4) and response
+// encoding. JSON stays in api/: callers get typed JobSpec / Program values.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rapidjson/document.h>
+
+#include "graphs/program.h"
+#include "scheduler/job.h"
+
+namespace tensord {
+
+// Parses a JSON body with the safe flags; not an object -> bad_request.
+rapidjson::Document parse_json_object(std::string_view body, const char* what);
+
+// A program object -> Program (structure only; meaning is checked by
+// compile_program). Malformed structure -> bad_request / invalid_program.
+Program program_from_json(const rapidjson::Value& v, int depth = 0);
+
+// A /v1/run body (already parsed) -> JobSpec. `file_inputs` are tensors that
+// came in a safetensors body; JSON "inputs" may add more.
+JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
+
+// {"outputs": {...}, "job": {...}}. With tensors_inline = false the outputs
+// object lists only names -> {dtype, shape} (the safetensors response form).
+std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64);
+
+}  // namespace tensord

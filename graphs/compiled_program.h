@@ -1,0 +1,59 @@
+// A validated, bound, ordered and shape-inferred program with its memory
+// plan. Built once by compile_program; run by execute_program (any number of
+// times: a CompiledProgram is immutable and may be shared across threads).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graphs/program.h"
+#include "ops/op_registry.h"
+
+namespace tensord {
+
+struct ValueInfo {
+  enum class Source { kInput, kStored, kConstant, kNode };
+  Source source = Source::kNode;
+  std::string name;   // input name, stored name, or node output name
+  TensorMeta meta;
+  int producer = -1;  // node index (kNode)
+  int last_use = -1;  // last node index reading it; INT_MAX if a program output
+};
+
+struct BoundNode {
+  std::string id;
+  const OpDef* op = nullptr;
+  std::vector<std::vector<int>> tensor_params;  // value ids per schema param
+  std::vector<Attr> attrs;                      // per schema param
+  std::vector<int> outputs;                     // value ids (may be fewer than the op returns)
+  // For in-place ops whose target is a stored tensor: its name; the node's
+  // first result becomes that tensor's new value when the program commits.
+  std::string writes_stored;
+};
+
+struct CompiledProgram {
+  std::vector<ValueInfo> values;
+  std::vector<Tensor> constants;  // indexed like values; defined for kStored/kConstant
+  std::vector<BoundNode> nodes;   // topological order
+  std::vector<std::pair<std::string, int>> inputs;   // name -> value id, declaration order
+  std::vector<std::pair<std::string, int>> outputs;  // name -> value id
+  std::map<std::string, int> by_name;                // every named value
+  int64_t peak_bytes = 0;  // memory plan: most bytes live at once (intermediates + outputs)
+};
+
+// Looks up a stored tensor by name (snapshot); nullopt if absent.
+using StoredLookup = std::function<std::optional<Tensor>(const std::string& name)>;
+
+// Validates (unique ids and value names, known ops, defined references, no
+// cycles), binds args to schemas, orders the nodes, runs shape and dtype
+// inference for the whole program and plans memory. Throws invalid_program /
+// unknown_op / shape_mismatch / dtype_mismatch / invalid_argument / not_found
+// with the node id. `input_metas` gives the inputs when the program does not
+// declare them (or checks them when it does).
+CompiledProgram compile_program(const Program& p, const std::map<std::string, TensorMeta>& input_metas,
+                                const StoredLookup& stored);
+
+}  // namespace tensord

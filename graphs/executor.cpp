@@ -1,0 +1,87 @@
+#include "graphs/executor.h"
+
+#include <climits>
+
+#include "ops/backend.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
+                           const ExecOptions& opts) {
+  std::vector<Tensor> vals(cp.values.size());
+  for (size_t i = 0; i < cp.values.size(); ++i) {
+    if (cp.constants[i].defined()) vals[i] = cp.constants[i];
+  }
+  for (const auto& [name, id] : cp.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
+    const TensorMeta& want = cp.values[static_cast<size_t>(id)].meta;
+    if (it->second.dtype() != want.dtype || it->second.shape() != want.shape) {
+      throw Error(ErrorCode::kConflict, "input '" + name + "' is " + it->second.meta().str() + ", expected " + want.str());
+    }
+    vals[static_cast<size_t>(id)] = it->second;
+  }
+
+  ExecResult res;
+  for (size_t i = 0; i < cp.nodes.size(); ++i) {
+    const BoundNode& b = cp.nodes[i];
+    if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
+      throw Error(ErrorCode::kCancelled, "job cancelled before node '" + b.id + "'", b.id);
+    }
+    if (std::chrono::steady_clock::now() > opts.deadline) {
+      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
+    }
+    auto kit = b.op->kernels.find(opts.ctx.backend ? opts.ctx.backend->name() : std::string_view("cpu"));
+    if (kit == b.op->kernels.end()) {
+      throw Error(ErrorCode::kUnsupported,
+                  "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") +
+                      " does not support " + b.op->name,
+                  b.id);
+    }
+    OpArgs<Tensor> args;
+    args.op = b.op;
+    args.node = b.id;
+    args.attrs = b.attrs;
+    args.tensors.resize(b.tensor_params.size());
+    for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
+      for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(vals[static_cast<size_t>(v)]);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> out;
+    try {
+      out = kit->second(opts.ctx, args);
+    } catch (const Error& e) {
+      throw e.with_node(b.id);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (out.size() < b.outputs.size()) throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
+    for (size_t k = 0; k < b.outputs.size(); ++k) {
+      const TensorMeta& want = cp.values[static_cast<size_t>(b.outputs[k])].meta;
+      if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {
+        throw Error(ErrorCode::kInternal,
+                    b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + want.str(), b.id);
+      }
+      out[k].set_wrapped_number(false);
+      vals[static_cast<size_t>(b.outputs[k])] = out[k];
+    }
+    if (!b.writes_stored.empty()) res.stored_writes.emplace_back(b.writes_stored, out.at(0));
+    // Release inputs whose last use was this node (the memory plan).
+    for (const auto& ids : b.tensor_params) {
+      for (int v : ids) {
+        const ValueInfo& vi = cp.values[static_cast<size_t>(v)];
+        if (vi.last_use == static_cast<int>(i) && vi.source == ValueInfo::Source::kNode) vals[static_cast<size_t>(v)] = Tensor();
+      }
+    }
+    for (int v : b.outputs) {
+      if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
+    }
+    if (opts.on_node) opts.on_node(b, secs);
+  }
+  for (const auto& [name, id] : cp.outputs) res.outputs.emplace_back(name, vals[static_cast<size_t>(id)]);
+  return res;
+}
+
+}  // namespace tensord

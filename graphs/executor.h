@@ -1,0 +1,34 @@
+// Runs a CompiledProgram on a backend. Values are released after their last
+// use (the memory plan). Writes to stored tensors are returned, not applied:
+// the caller commits them only if the whole program succeeded.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graphs/compiled_program.h"
+
+namespace tensord {
+
+struct ExecOptions {
+  OpContext ctx;  // backend, device, account, pool
+  const std::atomic<bool>* cancelled = nullptr;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Called after each node with its id, op, and seconds spent (metrics, traces).
+  std::function<void(const BoundNode&, double seconds)> on_node;
+};
+
+struct ExecResult {
+  std::vector<std::pair<std::string, Tensor>> outputs;        // program outputs, in order
+  std::vector<std::pair<std::string, Tensor>> stored_writes;  // stored name -> new value
+};
+
+// Inputs by name must match the compiled input metas (checked).
+ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
+                           const ExecOptions& opts);
+
+}  // namespace tensord

@@ -1,0 +1,27 @@
+// The process-wide Prometheus registry and its text export.
+// Components register their own families on metrics_registry() (STYLE.md
+// item 11); this folder only owns the registry, the process_* metrics and the
+// export. Thread-safe: prometheus-cpp families and metrics are thread-safe.
+#pragma once
+
+#include <string>
+
+namespace prometheus {
+class Registry;
+}
+
+namespace tensord {
+
+// The one registry of the process, created on first use and never destroyed
+// (metric references handed out by it stay valid until exit).
+prometheus::Registry& metrics_registry();
+
+// Prometheus text exposition format (0.0.4) of every registered family plus
+// process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
+// and process_start_time_seconds, read from /proc at call time.
+std::string render_metrics();
+
+// tensord_build_info{version, backend} = 1. Calling again replaces the series.
+void register_build_info(const std::string& version, const std::string& backend);
+
+}  // namespace tensord

@@ -1,0 +1,29 @@
+// The scheduler's metric families (API.md section 9), registered on the
+// process registry by this component. Children are cached per label set so
+// recording on the hot path is a map lookup under a short lock at most.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tensord {
+
+class EngineMetrics {
+ public:
+  explicit EngineMetrics(std::string backend);
+  ~EngineMetrics();
+
+  void job_finished(const std::string& tenant, const std::string& partition, const std::string& state,
+                    double queue_s, double run_s);
+  void op_ran(const std::string& op, double seconds);
+  void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
+  void inflight(const std::string& partition, int64_t n, int64_t limit);
+  void tenant_memory(const std::string& tenant, int64_t used, int64_t limit);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensord

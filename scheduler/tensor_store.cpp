@@ -1,0 +1,97 @@
+#include "scheduler/tensor_store.h"
+
+#include "ops/error.h"
+
+namespace tensord {
+
+void validate_tensor_name(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    std::string shown = name.size() > 64 ? name.substr(0, 64) + "..." : name;
+    throw Error(ErrorCode::kBadRequest, "invalid tensor name '" + shown + "': " + why);
+  };
+  if (name.empty()) bad("empty");
+  if (name.size() > 256) bad("longer than 256 bytes");
+  size_t seg_start = 0;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    if (i == name.size() || name[i] == '/') {
+      std::string seg = name.substr(seg_start, i - seg_start);
+      if (seg.empty()) bad("empty path segment");
+      if (seg == "." || seg == "..") bad("'.' and '..' segments are not allowed");
+      seg_start = i + 1;
+      continue;
+    }
+    char c = name[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (!ok) bad("only [A-Za-z0-9_.-] and '/' are allowed");
+  }
+}
+
+Tensor TensorStore::owned(Tensor t) const {
+  const auto& st = t.storage();
+  // Charge per allocation: a buffer already charged to this tenant is not
+  // charged again (one allocation, however many names); one charged to
+  // someone else, or a view into a larger buffer (a zero-copy request body),
+  // is copied so the tenant holds exactly its own bytes.
+  bool exclusive = st && (!st->account() || st->account() == account_) && st->nbytes() == t.nbytes();
+  if (!exclusive) t = t.clone_host();
+  t.set_wrapped_number(false);
+  t.storage()->charge(account_);
+  return t;
+}
+
+std::optional<Tensor> TensorStore::get(const std::string& name) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool TensorStore::put(const std::string& name, Tensor t) {
+  Tensor o = owned(std::move(t));
+  std::lock_guard<std::mutex> lk(mu_);
+  auto [it, inserted] = tensors_.insert_or_assign(name, std::move(o));
+  return inserted;
+}
+
+bool TensorStore::erase(const std::string& name) {
+  Tensor old;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return false;
+  old = std::move(it->second);
+  tensors_.erase(it);
+  return true;
+}
+
+std::vector<StoredInfo> TensorStore::list(const std::string& prefix) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<StoredInfo> out;
+  for (auto it = tensors_.lower_bound(prefix); it != tensors_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    out.push_back(StoredInfo{it->first, it->second.meta(), static_cast<int64_t>(it->second.nbytes())});
+  }
+  return out;
+}
+
+void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes) {
+  // Charge everything first; an exception drops the new tensors, which
+  // releases whatever was charged, and leaves the map untouched.
+  for (auto& [name, t] : writes) t = owned(std::move(t));
+  std::vector<Tensor> old;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [name, t] : writes) {
+    auto it = tensors_.find(name);
+    if (it != tensors_.end()) {
+      old.push_back(std::move(it->second));
+      it->second = std::move(t);
+    } else {
+      tensors_.emplace(name, std::move(t));
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> TensorStore::snapshot() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return {tensors_.begin(), tensors_.end()};
+}
+
+}  // namespace tensord

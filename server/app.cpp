@@ -1,0 +1,28 @@
+#include "server/app.h"
+
+namespace tensord {
+
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+bool wants_safetensors(const HttpRequest& req) {
+  return req.header("accept").find("application/vnd.safetensors") != std::string::npos;
+}
+
+bool is_safetensors_body(const HttpRequest& req) {
+  return req.header("content-type").rfind("application/vnd.safetensors", 0) == 0;
+}
+
+std::shared_ptr<Router> build_router(AppContext& app) {
+  auto r = std::make_shared<Router>();
+  add_info_routes(*r, app);
+  add_tensor_routes(*r, app);
+  add_run_routes(*r, app);
+  return r;
+}
+
+}  // namespace tensord

@@ -1,0 +1,41 @@
+// The application: what route handlers share (engine, tenants, options) and
+// the function that registers every route on a Router. JSON stays here and
+// in api/; handlers turn bodies into typed values and call the engine.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/router.h"
+
+namespace tensord {
+
+class Engine;
+struct Tenant;
+
+struct AppContext {
+  Engine* engine = nullptr;
+  Tenant* tenant = nullptr;  // the anonymous "default" tenant (tenancy issue adds more)
+  std::string version;
+  std::string state_dir;  // empty: no checkpoints
+  size_t max_body_bytes = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::function<bool()> draining;  // readiness
+};
+
+// Registers every route of API.md that this build serves.
+void add_info_routes(Router& r, AppContext& app);
+void add_tensor_routes(Router& r, AppContext& app);
+void add_run_routes(Router& r, AppContext& app);
+
+std::shared_ptr<Router> build_router(AppContext& app);
+
+// Helpers shared by the route files.
+HttpResponse json_response(int status, std::string body);
+bool wants_safetensors(const HttpRequest& req);
+bool is_safetensors_body(const HttpRequest& req);
+
+}  // namespace tensord

@@ -1,0 +1,168 @@
+#include "server/http_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/beast.h"
+#include "server/http_metrics.h"
+#include "server/listener.h"
+#include "server/router.h"
+#include "server/server_state.h"
+
+namespace tensord {
+namespace {
+
+constexpr std::chrono::milliseconds kDrainPoll{5};
+
+int resolve_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+tcp::endpoint resolve_endpoint(net::io_context& ioc, const std::string& host, uint16_t port) {
+  beast::error_code ec;
+  auto address = net::ip::make_address(host, ec);
+  if (!ec) return {address, port};
+  tcp::resolver resolver(ioc);
+  auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    throw std::runtime_error("listen on " + host + ":" + std::to_string(port) +
+                             ": cannot resolve host: " + ec.message());
+  }
+  return results.begin()->endpoint();
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  // Declared before the io_context: queued handlers (sessions) that die with
+  // the io_context still reach the state.
+  std::shared_ptr<ServerState> state = std::make_shared<ServerState>();
+  std::function<void()> on_drain;
+  int threads = 2;
+  std::atomic<bool> ran{false};
+  std::chrono::steady_clock::time_point drain_deadline;
+
+  net::io_context ioc;
+  // Server control (signals, drain) is serialized on one strand.
+  net::strand<net::io_context::executor_type> control{net::make_strand(ioc)};
+  net::signal_set signals{control, SIGINT, SIGTERM};
+  net::steady_timer drain_timer{control};
+  std::shared_ptr<Listener> listener;
+
+  explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
+
+  void wait_signal() {
+    signals.async_wait([this](beast::error_code ec, int) {
+      if (ec) return;
+      if (state->draining.load()) {
+        std::cerr << "tensord: second signal, stopping now" << std::endl;
+        ioc.stop();
+        return;
+      }
+      begin_drain();
+      wait_signal();
+    });
+  }
+
+  // On the control strand.
+  void begin_drain() {
+    if (state->draining.exchange(true)) return;
+    listener->stop();
+    if (on_drain) {
+      try {
+        on_drain();
+      } catch (const std::exception& e) {
+        std::cerr << "tensord: on_drain: " << e.what() << std::endl;
+      }
+    }
+    drain_deadline = std::chrono::steady_clock::now() + state->options.drain_timeout;
+    poll_drain();
+  }
+
+  void poll_drain() {
+    if (state->inflight.load() == 0 || std::chrono::steady_clock::now() >= drain_deadline) {
+      if (state->inflight.load() != 0) {
+        std::cerr << "tensord: drain timeout with " << state->inflight.load()
+                  << " requests in flight" << std::endl;
+      }
+      ioc.stop();
+      return;
+    }
+    drain_timer.expires_after(kDrainPoll);
+    drain_timer.async_wait([this](beast::error_code ec) {
+      if (!ec) poll_drain();
+    });
+  }
+
+  void run_io() {
+    // A handler that throws must not take the server down: log and go on.
+    for (;;) {
+      try {
+        ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        std::cerr << "tensord: io thread: " << e.what() << std::endl;
+      } catch (...) {
+        std::cerr << "tensord: io thread: unknown exception" << std::endl;
+      }
+    }
+  }
+};
+
+HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> router)
+    : impl_(std::make_unique<Impl>(options.io_threads)) {
+  if (!router) throw std::invalid_argument("HttpServer: null router");
+  auto& state = *impl_->state;
+  state.options = std::move(options);
+  state.options.io_threads = impl_->threads;
+  state.router = std::move(router);
+  state.metrics = &HttpMetrics::global();
+  auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
+  try {
+    impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("listen on " + state.options.host + ":" +
+                             std::to_string(state.options.port) + ": " + e.what());
+  }
+}
+
+HttpServer::~HttpServer() = default;
+
+uint16_t HttpServer::port() const { return impl_->listener->port(); }
+
+bool HttpServer::draining() const { return impl_->state->draining.load(); }
+
+size_t HttpServer::inflight() const { return impl_->state->inflight.load(); }
+
+void HttpServer::request_stop() {
+  net::post(impl_->control, [impl = impl_.get()] { impl->begin_drain(); });
+}
+
+void HttpServer::set_on_drain(std::function<void()> on_drain) {
+  impl_->on_drain = std::move(on_drain);
+}
+
+void HttpServer::run() {
+  if (impl_->ran.exchange(true)) throw std::logic_error("HttpServer::run called twice");
+  impl_->listener->run();
+  impl_->wait_signal();
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(impl_->threads - 1));
+  for (int i = 1; i < impl_->threads; ++i) {
+    pool.emplace_back([impl = impl_.get()] { impl->run_io(); });
+  }
+  impl_->run_io();
+  for (auto& t : pool) t.join();
+  // Restore default signal dispositions: after run() a signal ends the process.
+  beast::error_code ec;
+  impl_->signals.clear(ec);
+}
+
+}  // namespace tensord

@@ -1,0 +1,69 @@
+// The HTTP/1.1 server: a listener accepting connections, one http_session per
+// connection (strand per connection, keep-alive, limits and timeouts), and
+// graceful drain on SIGINT/SIGTERM or request_stop(). The shape is Beast's
+// example/websocket/server/chat-multi (STYLE.md item 8); Beast itself stays in
+// server/*.cpp, so this header is cheap to include.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tensord {
+
+class Router;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;                 // 0 = an ephemeral port (see HttpServer::port())
+  size_t max_body_bytes = 1ull << 30;   // larger bodies get 413 payload_too_large
+  size_t max_header_bytes = 16 * 1024;  // request line + headers; larger is 400
+  int io_threads = 0;                   // <= 0: max(2, hardware_concurrency)
+  std::chrono::seconds header_timeout{30};  // to receive a request's headers; also
+                                            // the inactivity limit while a body or
+                                            // a response is in transit
+  std::chrono::seconds idle_timeout{75};    // keep-alive wait for the next request
+  std::chrono::seconds drain_timeout{30};   // longest wait for in-flight requests
+};
+
+class HttpServer {
+ public:
+  // Binds and listens at once (so port() is known before run()). Throws
+  // std::runtime_error when the address cannot be bound.
+  HttpServer(ServerOptions options, std::shared_ptr<const Router> router);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound port (the ephemeral one when options.port was 0).
+  uint16_t port() const;
+
+  // Blocks: runs the io_context on io_threads threads (this one included).
+  // On SIGINT/SIGTERM or request_stop(): stops accepting, marks draining,
+  // calls on_drain, waits until no request is in flight or drain_timeout
+  // passed, then stops and returns. A second signal stops at once. Handlers
+  // run on the io threads. Call once.
+  void run();
+
+  // True once draining started. Thread-safe.
+  bool draining() const;
+
+  // Requests currently between "headers read" and "response written".
+  size_t inflight() const;
+
+  // Same as SIGTERM. Thread-safe; before run() it takes effect when run() starts.
+  void request_stop();
+
+  // Called once, on an io thread, when draining starts (e.g. to cancel jobs).
+  // Set before run().
+  void set_on_drain(std::function<void()> on_drain);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensord

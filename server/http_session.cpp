@@ -1,0 +1,349 @@
+#include "server/http_session.h"
+
+#include <iostream>
+#include <utility>
+
+#include "api/error_reply.h"
+#include "ops/error.h"
+#include "server/http_metrics.h"
+#include "server/request_id.h"
+#include "server/request_target.h"
+#include "server/router.h"
+#include "server/server_state.h"
+
+namespace tensord {
+namespace {
+
+constexpr std::chrono::seconds kLingerTime{2};
+constexpr std::size_t kLingerMaxBytes = 8 << 20;
+
+bool is_token_char(char c) {
+  if (c >= 'a' && c <= 'z') return true;
+  if (c >= 'A' && c <= 'Z') return true;
+  if (c >= '0' && c <= '9') return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool valid_header(const std::string& name, const std::string& value) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!is_token_char(c)) return false;
+  }
+  for (char c : value) {
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  }
+  return true;
+}
+
+std::string_view field_value(const http::request<http::string_body>& msg, std::string_view name) {
+  auto it = msg.find(name);
+  if (it == msg.end()) return {};
+  return {it->value().data(), it->value().size()};
+}
+
+// Errors of the HTTP parser (as opposed to the network or a timeout).
+bool is_http_error(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_target).category();
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// error_reply must not fail us; if it ever throws, answer a fixed 500.
+HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
+  try {
+    return error_reply(e, request_id);
+  } catch (...) {
+    HttpResponse r;
+    r.status = 500;
+    r.body = "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\"}}";
+    return r;
+  }
+}
+
+HttpResponse internal_error(const char* what, const HttpRequest& req) {
+  std::cerr << "tensord: internal error: request_id=" << req.request_id << " " << req.method << " "
+            << (req.route.empty() ? std::string("(unmatched)") : req.route) << ": " << what
+            << std::endl;
+  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), req.request_id);
+}
+
+}  // namespace
+
+HttpSession::HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state)
+    : stream_(std::move(socket)), state_(std::move(state)) {}
+
+HttpSession::~HttpSession() { end_request(); }
+
+void HttpSession::run() {
+  // Start on the session's strand (the socket's executor).
+  net::dispatch(stream_.get_executor(),
+                [self = shared_from_this()] { self->do_read_header(); });
+}
+
+void HttpSession::begin_request() {
+  if (in_flight_) return;
+  in_flight_ = true;
+  state_->inflight.fetch_add(1);
+  start_ = std::chrono::steady_clock::now();
+}
+
+void HttpSession::end_request() {
+  if (in_flight_) {
+    in_flight_ = false;
+    state_->inflight.fetch_sub(1);
+  }
+}
+
+void HttpSession::do_read_header() {
+  // A fresh parser per message: limits and state never leak across requests.
+  parser_.emplace();
+  parser_->body_limit(state_->options.max_body_bytes);
+  parser_->header_limit(static_cast<std::uint32_t>(state_->options.max_header_bytes));
+  request_id_.clear();
+  route_.clear();
+  method_.clear();
+  version_ = 11;
+  // The first request must arrive within header_timeout; later ones on a
+  // kept-alive connection within idle_timeout.
+  stream_.expires_after(first_request_ ? state_->options.header_timeout
+                                       : state_->options.idle_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                            self->on_read_header(ec, n);
+                          });
+}
+
+void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
+  if (ec) return on_read_error(ec);
+  first_request_ = false;
+  begin_request();
+  const auto& msg = parser_->get();
+  method_ = std::string(msg.method_string());
+  version_ = msg.version() == 10 ? 10 : 11;
+  request_id_ = request_id_for(field_value(msg, "x-request-id"));
+
+  if (state_->draining.load()) {
+    return reply_and_close(Error(ErrorCode::kUnavailable, "server is draining for shutdown"));
+  }
+  if (parser_->is_done()) return handle_request();
+
+  // Clients that ask (curl does for large bodies) wait for 100 Continue
+  // before sending the body; the limits were checked with the headers.
+  auto expect = msg.find(http::field::expect);
+  if (expect != msg.end() && iequals(expect->value(), "100-continue") && msg.version() >= 11) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(state_->options.header_timeout);
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     [self = shared_from_this()](beast::error_code wec, std::size_t n) {
+                       self->on_continue_sent(wec, n);
+                     });
+    return;
+  }
+  do_read_body();
+}
+
+void HttpSession::on_continue_sent(beast::error_code ec, std::size_t) {
+  if (ec) return do_close(false);
+  do_read_body();
+}
+
+void HttpSession::do_read_body() {
+  // header_timeout is the inactivity limit while the body streams in, so a
+  // large upload on a slow link is fine and a stalled one is not.
+  stream_.expires_after(state_->options.header_timeout);
+  http::async_read_some(stream_, buffer_, *parser_,
+                        [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                          self->on_read_body(ec, n);
+                        });
+}
+
+void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
+  if (ec) return on_read_error(ec);
+  if (parser_->is_done()) return handle_request();
+  do_read_body();
+}
+
+void HttpSession::on_read_error(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    if (request_id_.empty()) {
+      request_id_ = request_id_for(field_value(parser_->get(), "x-request-id"));
+      method_ = std::string(parser_->get().method_string());
+    }
+    begin_request();
+    return reply_and_close(Error(ErrorCode::kPayloadTooLarge,
+                                 "request body exceeds the limit of " +
+                                     std::to_string(state_->options.max_body_bytes) + " bytes"));
+  }
+  if (ec == http::error::header_limit) {
+    begin_request();
+    if (request_id_.empty()) request_id_ = new_request_id();
+    return reply_and_close(Error(ErrorCode::kBadRequest,
+                                 "request headers exceed " +
+                                     std::to_string(state_->options.max_header_bytes) + " bytes"));
+  }
+  // A peer that goes away or stays silent just loses its connection.
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      !is_http_error(ec)) {
+    return do_close(false);
+  }
+  // Anything else from the HTTP parser: the bytes are not HTTP/1.1.
+  begin_request();
+  if (request_id_.empty()) request_id_ = new_request_id();
+  reply_and_close(Error(ErrorCode::kBadRequest, "malformed HTTP request: " + ec.message()));
+}
+
+void HttpSession::reply_and_close(const Error& e) {
+  linger_ = true;
+  send(safe_error_reply(e, request_id_), method_ == "HEAD", false);
+}
+
+void HttpSession::handle_request() {
+  auto msg = parser_->release();
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  for (const auto& field : msg) {
+    auto name = lower(field.name_string());
+    auto [it, inserted] = req.headers.emplace(name, std::string(field.value()));
+    if (!inserted) {
+      it->second += ", ";  // repeated field: combined per RFC 9110 5.3
+      it->second += field.value();
+    }
+  }
+  req.body = std::move(msg.body());
+  req.request_id = request_id_;
+
+  HttpResponse out;
+  try {
+    parse_target(req.target, req.path, req.query);
+    out = state_->router->dispatch(req);
+  } catch (const Error& e) {
+    out = safe_error_reply(e, request_id_);
+  } catch (const std::exception& e) {
+    out = internal_error(e.what(), req);
+  } catch (...) {
+    out = internal_error("unknown exception", req);
+  }
+  route_ = req.route;
+  bool keep_alive = msg.keep_alive() && !state_->draining.load();
+  send(std::move(out), req.method == "HEAD", keep_alive);
+}
+
+void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
+  int status = out.status;
+  if (status < 200 || status > 999) {
+    std::cerr << "tensord: internal error: request_id=" << request_id_ << " handler returned status "
+              << status << std::endl;
+    out = safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id_);
+    status = out.status;
+  }
+  if (state_->metrics != nullptr) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    state_->metrics->record(route_, method_, status, seconds);
+  }
+
+  res_ = {};
+  res_.version(version_);
+  res_.result(static_cast<unsigned>(status));
+  if (status == 499) res_.reason("Client Closed Request");
+  res_.set(http::field::server, "tensord");
+  res_.set("X-Request-Id", request_id_);
+  bool has_length = false;
+  for (const auto& [name, value] : out.headers) {
+    if (!valid_header(name, value)) {
+      std::cerr << "tensord: request_id=" << request_id_ << ": dropped invalid response header "
+                << name << std::endl;
+      continue;
+    }
+    if (iequals(name, "content-length")) {
+      if (!head) continue;  // computed below from the body
+      has_length = true;
+    }
+    if (iequals(name, "connection") || iequals(name, "transfer-encoding") ||
+        iequals(name, "server") || iequals(name, "x-request-id")) {
+      continue;  // owned by the session
+    }
+    res_.insert(name, value);
+  }
+  bool no_body_status = status == 204 || status == 304;
+  if (!out.body.empty() && !out.content_type.empty() && !no_body_status) {
+    res_.set(http::field::content_type, out.content_type);
+  }
+  if (head) {
+    // HEAD: the headers a GET would carry, no body.
+    if (!has_length && !out.body.empty() && !no_body_status) {
+      res_.content_length(out.body.size());
+    }
+  } else {
+    if (!no_body_status) res_.body() = std::move(out.body);
+    res_.prepare_payload();
+  }
+  res_.keep_alive(keep_alive);
+  close_after_write_ = !keep_alive;
+  do_write();
+}
+
+void HttpSession::do_write() {
+  if (!serializer_) serializer_.emplace(res_);
+  // Inactivity limit per chunk, as for request bodies.
+  stream_.expires_after(state_->options.header_timeout);
+  http::async_write_some(stream_, *serializer_,
+                         [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                           self->on_write(ec, n);
+                         });
+}
+
+void HttpSession::on_write(beast::error_code ec, std::size_t) {
+  if (ec) {
+    serializer_.reset();
+    return do_close(false);
+  }
+  if (!serializer_->is_done()) return do_write();
+  serializer_.reset();
+  end_request();
+  if (close_after_write_) return do_close(linger_);
+  res_ = {};
+  do_read_header();
+}
+
+void HttpSession::do_close(bool linger) {
+  end_request();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (!linger || ec) return;  // the last handler's ref goes: the socket closes
+  discard_ = std::make_unique<std::array<char, 16 * 1024>>();
+  stream_.expires_after(kLingerTime);
+  stream_.async_read_some(net::buffer(*discard_),
+                          [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+                            self->on_linger(rec, n);
+                          });
+}
+
+void HttpSession::on_linger(beast::error_code ec, std::size_t bytes) {
+  lingered_bytes_ += bytes;
+  if (ec || lingered_bytes_ > kLingerMaxBytes) return;  // done: the socket closes
+  stream_.async_read_some(net::buffer(*discard_),
+                          [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+                            self->on_linger(rec, n);
+                          });
+}
+
+}  // namespace tensord

@@ -1,0 +1,73 @@
+// One HTTP/1.1 connection (Beast chat-multi's http_session): reads requests
+// with a fresh parser each (body and header limits), runs the router, writes
+// the response, keeps the connection alive or closes it. All of a session's
+// handlers run on its strand. Included by server/*.cpp only.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/http_types.h"
+#include "server/beast.h"
+
+namespace tensord {
+
+class Error;
+struct ServerState;
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state);
+  ~HttpSession();
+
+  void run();
+
+ private:
+  void do_read_header();
+  void on_read_header(beast::error_code ec, std::size_t bytes);
+  void on_continue_sent(beast::error_code ec, std::size_t bytes);
+  void do_read_body();
+  void on_read_body(beast::error_code ec, std::size_t bytes);
+  // A read failed: answer 400/413 when it was the request's fault, else close.
+  void on_read_error(beast::error_code ec);
+
+  void handle_request();
+  // Answers an error decided before the router ran, then closes.
+  void reply_and_close(const Error& e);
+  void send(HttpResponse&& out, bool head, bool keep_alive);
+
+  void do_write();
+  void on_write(beast::error_code ec, std::size_t bytes);
+
+  // linger: the peer may still be sending a body we did not read; read and
+  // discard it for a moment so our reply is not lost to a TCP reset.
+  void do_close(bool linger);
+  void on_linger(beast::error_code ec, std::size_t bytes);
+
+  void begin_request();  // headers read: counts the request as in flight
+  void end_request();    // response written or connection lost
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<ServerState> state_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  std::optional<http::response_serializer<http::string_body>> serializer_;
+
+  bool first_request_ = true;
+  bool in_flight_ = false;
+  bool close_after_write_ = false;
+  bool linger_ = false;
+  std::size_t lingered_bytes_ = 0;
+  std::string request_id_;
+  std::string route_;   // for metrics: template, or "" when unmatched
+  std::string method_;
+  unsigned version_ = 11;  // of the request being answered: 10 or 11
+  std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<std::array<char, 16 * 1024>> discard_;  // only while lingering
+};
+
+}  // namespace tensord

@@ -1,0 +1,64 @@
+// Maps (method, path) to a handler. Templates are literal text with {params}:
+//   "/v1/tensors/{name}"       {name} matches one non-empty path segment
+//   "/v1/tensors/{name...}"    greedy: one or more characters, '/' included
+//   "/v1/graphs/{id}/replay", "/v1/tensors:upload", "/v1/jobs/{id}:cancel"
+// A param must be followed by literal text or end the template, and a
+// template holds at most one greedy param (so matching is linear-ish).
+// Precedence when several templates match a path: param-free templates first,
+// then the one with the most literal characters, then non-greedy before
+// greedy, then registration order.
+// The path is already percent-decoded (by the session); params are not
+// validated here: handlers validate names (e.g. a decoded "..").
+// add() is not thread-safe; dispatch() is const and safe to call from many
+// threads once the routes are set.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/http_types.h"
+
+namespace tensord {
+
+using Handler = std::function<HttpResponse(HttpRequest&)>;
+
+class Router {
+ public:
+  // Throws std::invalid_argument on a malformed template (a bug, not input).
+  void add(std::string method, std::string route_template, Handler h);
+
+  // Sets req.route (the template) and req.params and calls the handler.
+  // Unknown path: throws Error(kNotFound). Known path, other method: returns
+  // 405 with an Allow header (see router.cpp). HEAD without a HEAD route runs
+  // the GET handler (the session drops the body).
+  HttpResponse dispatch(HttpRequest& req) const;
+
+  size_t size() const { return routes_.size(); }
+
+ private:
+  struct Piece {
+    std::string literal;  // literal text, or the param name
+    bool param = false;
+    bool greedy = false;
+  };
+  struct Route {
+    std::string method;
+    std::string route_template;
+    std::vector<Piece> pieces;
+    Handler handler;
+    size_t literal_chars = 0;
+    int params = 0;
+    bool greedy = false;
+    size_t order = 0;
+  };
+
+  static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path,
+                    size_t pos, std::map<std::string, std::string>& params);
+
+  // Routes sorted by precedence (see above).
+  std::vector<Route> routes_;
+};
+
+}  // namespace tensord

@@ -1,0 +1,159 @@
+// /healthz /readyz /v2/health/* /v1/info /v1/ops /metrics
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <thread>
+
+#include "metrics/metrics.h"
+#include "ops/backend.h"
+#include "ops/error.h"
+#include "ops/op_registry.h"
+#include "scheduler/engine.h"
+#include "server/app.h"
+
+namespace tensord {
+
+namespace {
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+std::string info_json(const AppContext& app) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  Backend& be = app.engine->backend();
+  w.StartObject();
+  w.Key("name");
+  w.String("tensord");
+  w.Key("version");
+  w.String(app.version);
+  w.Key("api");
+  w.String("v1");
+  w.Key("backend");
+  w.String(std::string(be.name()));
+  w.Key("compiled_backends");
+  w.StartArray();
+  for (const auto& b : compiled_backends()) w.String(b);
+  w.EndArray();
+  w.Key("libraries");
+  w.StartObject();
+  for (const auto& [k, v] : be.libraries()) {
+    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
+    w.String(v);
+  }
+  w.EndObject();
+  w.Key("devices");
+  w.StartArray();
+  for (const auto& d : be.devices()) {
+    w.StartObject();
+    w.Key("device");
+    w.String(d.device.str());
+    w.Key("name");
+    w.String(d.name);
+    w.Key("total_memory");
+    w.Int64(d.total_memory);
+    w.Key("compute_units");
+    w.Int(d.compute_units);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("ranks");
+  w.Int(1);
+  w.Key("partitions");
+  w.StartArray();
+  w.StartObject();
+  w.Key("name");
+  w.String(app.engine->options().partition);
+  w.Key("share");
+  w.Double(1.0);
+  w.Key("workqueue_limit");
+  w.Int(app.engine->options().workqueue_limit);
+  w.EndObject();
+  w.EndArray();
+  w.Key("max_body_bytes");
+  w.Uint64(app.max_body_bytes);
+  w.Key("uptime_s");
+  w.Double(std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count());
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+std::string ops_json(const AppContext& app) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("ops");
+  w.StartArray();
+  for (const OpDef* op : OpRegistry::global().all()) {
+    w.StartObject();
+    w.Key("name");
+    w.String(op->name);
+    w.Key("signature");
+    w.String(op->signature());
+    w.Key("doc");
+    w.String(op->doc);
+    w.Key("dtypes");
+    w.String(op->dtypes);
+    w.Key("params");
+    w.StartArray();
+    for (const auto& p : op->params) {
+      w.StartObject();
+      w.Key("name");
+      w.String(p.name);
+      w.Key("type");
+      w.String(std::string(param_kind_name(p.kind)));
+      w.Key("required");
+      w.Bool(p.default_value.is_none() && !p.optional);
+      if (!p.default_value.is_none()) {
+        w.Key("default");
+        w.String(p.default_value.repr());
+      }
+      w.Key("kwarg_only");
+      w.Bool(p.kwarg_only);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("outputs");
+    w.StartArray();
+    for (const auto& o : op->outputs) w.String(o);
+    w.EndArray();
+    w.Key("in_place");
+    w.Bool(op->mutates >= 0);
+    w.Key("backends");
+    w.StartArray();
+    for (const auto& [b, k] : op->kernels) w.String(b);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+}  // namespace
+
+void add_info_routes(Router& r, AppContext& app) {
+  auto live = [](HttpRequest&) { return json_response(200, "{\"status\":\"ok\"}"); };
+  auto ready = [&app](HttpRequest&) {
+    if (app.draining && app.draining()) throw Error(ErrorCode::kUnavailable, "draining for shutdown");
+    if (app.engine->backend().devices().empty()) throw Error(ErrorCode::kUnavailable, "backend has no device");
+    return json_response(200, "{\"status\":\"ready\"}");
+  };
+  r.add("GET", "/healthz", live);
+  r.add("GET", "/v2/health/live", live);
+  r.add("GET", "/readyz", ready);
+  r.add("GET", "/v2/health/ready", ready);
+  r.add("GET", "/v1/info", [&app](HttpRequest&) { return json_response(200, info_json(app)); });
+  // The op table never changes after start: render it once.
+  auto ops = std::make_shared<std::string>();
+  r.add("GET", "/v1/ops", [&app, ops](HttpRequest&) {
+    static std::once_flag once;
+    std::call_once(once, [&] { *ops = ops_json(app); });
+    return json_response(200, *ops);
+  });
+  r.add("GET", "/metrics", [](HttpRequest&) {
+    HttpResponse resp;
+    resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp.body = render_metrics();
+    return resp;
+  });
+}
+
+}  // namespace tensord

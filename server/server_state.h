@@ -1,0 +1,24 @@
+// State shared by the listener, the sessions and the server (Beast
+// chat-multi's shared_state). No Beast here; included by server/*.cpp only.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "server/http_server.h"
+
+namespace tensord {
+
+class HttpMetrics;
+class Router;
+
+struct ServerState {
+  ServerOptions options;
+  std::shared_ptr<const Router> router;
+  HttpMetrics* metrics = nullptr;
+  std::atomic<bool> draining{false};
+  std::atomic<size_t> inflight{0};  // requests read and not yet answered
+};
+
+}  // namespace tensord

@@ -1,0 +1,259 @@
+#include "server/router.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "ops/error.h"
+#include "server/request_target.h"
+
+namespace tensord {
+namespace {
+
+// A handler that answers "<tag>" and leaves the params in the request.
+Handler tagged(const std::string& tag) {
+  return [tag](HttpRequest&) {
+    HttpResponse r;
+    r.body = tag;
+    return r;
+  };
+}
+
+HttpRequest request(const std::string& method, const std::string& path) {
+  HttpRequest req;
+  req.method = method;
+  req.path = path;
+  req.target = path;
+  req.request_id = "rid-1";
+  return req;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    router.add("GET", "/healthz", tagged("healthz"));
+    router.add("GET", "/v1/tensors", tagged("list"));
+    router.add("PUT", "/v1/tensors/{name...}", tagged("put"));
+    router.add("GET", "/v1/tensors/{name...}", tagged("get"));
+    router.add("DELETE", "/v1/tensors/{name...}", tagged("delete"));
+    router.add("POST", "/v1/tensors:upload", tagged("upload"));
+    router.add("GET", "/v1/graphs/{id}", tagged("graph"));
+    router.add("POST", "/v1/graphs/{id}/replay", tagged("replay"));
+    router.add("GET", "/v1/jobs/{id}", tagged("job"));
+    router.add("POST", "/v1/jobs/{id}:cancel", tagged("cancel"));
+    router.add("GET", "/v1/files/{path...}/meta", tagged("meta"));
+    router.add("HEAD", "/v1/heads/{id}", tagged("head"));
+    router.add("GET", "/v1/heads/{id}", tagged("head-get"));
+  }
+
+  // Dispatches and returns the handler's tag.
+  std::string route(const std::string& method, const std::string& path) {
+    last = request(method, path);
+    return router.dispatch(last).body;
+  }
+
+  Router router;
+  HttpRequest last;
+};
+
+TEST_F(RouterTest, ExactRoute) {
+  EXPECT_EQ(route("GET", "/healthz"), "healthz");
+  EXPECT_EQ(last.route, "/healthz");
+  EXPECT_TRUE(last.params.empty());
+  EXPECT_EQ(route("GET", "/v1/tensors"), "list");
+}
+
+TEST_F(RouterTest, GreedyParamSpansSlashes) {
+  EXPECT_EQ(route("GET", "/v1/tensors/a"), "get");
+  EXPECT_EQ(last.params.at("name"), "a");
+  EXPECT_EQ(last.route, "/v1/tensors/{name...}");
+  EXPECT_EQ(route("PUT", "/v1/tensors/model/layer.0/w"), "put");
+  EXPECT_EQ(last.params.at("name"), "model/layer.0/w");
+  EXPECT_EQ(route("DELETE", "/v1/tensors/x/y"), "delete");
+  EXPECT_EQ(last.params.at("name"), "x/y");
+}
+
+TEST_F(RouterTest, ParamsAreNotValidatedHere) {
+  // Decoded "%2e%2e" reaches the handler, which must validate it.
+  EXPECT_EQ(route("GET", "/v1/tensors/../etc"), "get");
+  EXPECT_EQ(last.params.at("name"), "../etc");
+}
+
+TEST_F(RouterTest, ColonSuffixRoutes) {
+  EXPECT_EQ(route("POST", "/v1/tensors:upload"), "upload");
+  EXPECT_EQ(last.route, "/v1/tensors:upload");
+  EXPECT_EQ(route("POST", "/v1/jobs/j-17:cancel"), "cancel");
+  EXPECT_EQ(last.params.at("id"), "j-17");
+  EXPECT_EQ(last.route, "/v1/jobs/{id}:cancel");
+  EXPECT_EQ(route("GET", "/v1/jobs/j-17"), "job");
+  EXPECT_EQ(last.params.at("id"), "j-17");
+}
+
+TEST_F(RouterTest, LiteralSuffixAfterParam) {
+  EXPECT_EQ(route("POST", "/v1/graphs/g1/replay"), "replay");
+  EXPECT_EQ(last.params.at("id"), "g1");
+  EXPECT_EQ(last.route, "/v1/graphs/{id}/replay");
+  EXPECT_EQ(route("GET", "/v1/graphs/g1"), "graph");
+  EXPECT_EQ(last.params.at("id"), "g1");
+  // Greedy param followed by a literal.
+  EXPECT_EQ(route("GET", "/v1/files/a/b/c/meta"), "meta");
+  EXPECT_EQ(last.params.at("path"), "a/b/c");
+}
+
+TEST_F(RouterTest, NonGreedyParamIsOneSegment) {
+  EXPECT_THROW(route("GET", "/v1/graphs/a/b"), Error);
+  EXPECT_THROW(route("GET", "/v1/graphs/"), Error);  // params are non-empty
+}
+
+TEST_F(RouterTest, EmptyGreedyParamDoesNotMatch) {
+  try {
+    route("GET", "/v1/tensors/");
+    FAIL() << "expected not_found";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  }
+}
+
+TEST_F(RouterTest, UnknownPathIsNotFound) {
+  try {
+    route("GET", "/nope");
+    FAIL() << "expected not_found";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_EQ(e.message(), "no route for GET /nope");
+  }
+  EXPECT_TRUE(last.route.empty());
+}
+
+TEST_F(RouterTest, NotFoundMessageIsSanitized) {
+  try {
+    route("GET", std::string("/bad\x01\xff") + std::string(300, 'a'));
+    FAIL();
+  } catch (const Error& e) {
+    for (char c : e.message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f);
+    EXPECT_LT(e.message().size(), 260u);
+  }
+}
+
+TEST_F(RouterTest, WrongMethodIs405WithAllow) {
+  HttpRequest req = request("POST", "/v1/tensors/a/b");
+  HttpResponse res = router.dispatch(req);
+  EXPECT_EQ(res.status, 405);
+  ASSERT_EQ(res.headers.size(), 1u);
+  EXPECT_EQ(res.headers[0].first, "Allow");
+  EXPECT_EQ(res.headers[0].second, "DELETE, GET, HEAD, PUT");
+  EXPECT_NE(res.body.find("\"code\":\"method_not_allowed\""), std::string::npos) << res.body;
+  EXPECT_NE(res.body.find("\"request_id\":\"rid-1\""), std::string::npos) << res.body;
+  EXPECT_EQ(req.route, "/v1/tensors/{name...}");
+
+  req = request("GET", "/v1/tensors:upload");
+  res = router.dispatch(req);
+  EXPECT_EQ(res.status, 405);
+  EXPECT_EQ(res.headers[0].second, "POST");
+}
+
+TEST_F(RouterTest, HeadFallsBackToGet) {
+  EXPECT_EQ(route("HEAD", "/v1/tensors/a"), "get");
+  EXPECT_EQ(last.params.at("name"), "a");
+  EXPECT_EQ(route("HEAD", "/healthz"), "healthz");
+  // An explicit HEAD route wins over the GET fallback.
+  EXPECT_EQ(route("HEAD", "/v1/heads/h"), "head");
+  EXPECT_EQ(route("GET", "/v1/heads/h"), "head-get");
+  // No GET, no fallback.
+  HttpRequest req = request("HEAD", "/v1/tensors:upload");
+  EXPECT_EQ(router.dispatch(req).status, 405);
+}
+
+TEST(Router, LiteralRouteBeatsParamRoute) {
+  Router r;
+  r.add("GET", "/v1/tensors/{name...}", tagged("param"));
+  r.add("GET", "/v1/tensors/special", tagged("literal"));
+  r.add("GET", "/v1/x/{a}", tagged("one"));
+  r.add("GET", "/v1/x/{a...}", tagged("greedy"));
+  HttpRequest req = request("GET", "/v1/tensors/special");
+  EXPECT_EQ(r.dispatch(req).body, "literal");
+  req = request("GET", "/v1/tensors/other");
+  EXPECT_EQ(r.dispatch(req).body, "param");
+  req = request("GET", "/v1/x/a");
+  EXPECT_EQ(r.dispatch(req).body, "one");
+  req = request("GET", "/v1/x/a/b");
+  EXPECT_EQ(r.dispatch(req).body, "greedy");
+}
+
+TEST(Router, MultipleParams) {
+  Router r;
+  r.add("GET", "/v1/{tenant}/jobs/{id}", tagged("x"));
+  HttpRequest req = request("GET", "/v1/alice/jobs/42");
+  EXPECT_EQ(r.dispatch(req).body, "x");
+  EXPECT_EQ(req.params.at("tenant"), "alice");
+  EXPECT_EQ(req.params.at("id"), "42");
+}
+
+TEST(Router, HandlerExceptionsPropagate) {
+  Router r;
+  r.add("GET", "/boom", [](HttpRequest&) -> HttpResponse {
+    throw Error(ErrorCode::kConflict, "no");
+  });
+  HttpRequest req = request("GET", "/boom");
+  EXPECT_THROW(r.dispatch(req), Error);
+  EXPECT_EQ(req.route, "/boom");  // set before the handler runs: metrics label
+}
+
+TEST(Router, BadTemplatesAreRejected) {
+  Router r;
+  EXPECT_THROW(r.add("GET", "nope", tagged("x")), std::invalid_argument);
+  EXPECT_THROW(r.add("GET", "/a/{b", tagged("x")), std::invalid_argument);
+  EXPECT_THROW(r.add("GET", "/a/{}", tagged("x")), std::invalid_argument);
+  EXPECT_THROW(r.add("GET", "/a/{b}{c}", tagged("x")), std::invalid_argument);
+  EXPECT_THROW(r.add("GET", "/a/{b...}/{c...}", tagged("x")), std::invalid_argument);
+  EXPECT_THROW(r.add("GET", "/a/b}", tagged("x")), std::invalid_argument);
+  r.add("GET", "/a", tagged("x"));
+  EXPECT_THROW(r.add("GET", "/a", tagged("y")), std::invalid_argument);
+  EXPECT_EQ(r.size(), 1u);
+}
+
+// ---- request target parsing (server/request_target.h) ----
+
+TEST(RequestTarget, DecodesPathAndQuery) {
+  std::string path;
+  std::map<std::string, std::string> query;
+  parse_target("/v1/tensors/a%2Fb%20c?prefix=p%2F&x=1+2&flag&&y=", path, query);
+  EXPECT_EQ(path, "/v1/tensors/a/b c");
+  EXPECT_EQ(query.at("prefix"), "p/");
+  EXPECT_EQ(query.at("x"), "1 2");
+  EXPECT_EQ(query.at("flag"), "");
+  EXPECT_EQ(query.at("y"), "");
+  EXPECT_EQ(query.size(), 4u);
+}
+
+TEST(RequestTarget, PlusIsLiteralInPath) {
+  std::string path;
+  std::map<std::string, std::string> query;
+  parse_target("/a+b", path, query);
+  EXPECT_EQ(path, "/a+b");
+  EXPECT_TRUE(query.empty());
+}
+
+TEST(RequestTarget, DotDotIsDecodedNotResolved) {
+  std::string path;
+  std::map<std::string, std::string> query;
+  parse_target("/v1/tensors/%2e%2e/x", path, query);
+  EXPECT_EQ(path, "/v1/tensors/../x");
+}
+
+TEST(RequestTarget, RejectsBadInput) {
+  std::string path;
+  std::map<std::string, std::string> query;
+  for (const char* bad : {"/a%", "/a%2", "/a%zz", "/a%00b", "/a?x=%00", "/a?x=%g1", "a/b",
+                          "", "*", "http://h/a", "/a#frag"}) {
+    try {
+      parse_target(bad, path, query);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadRequest) << bad;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensord

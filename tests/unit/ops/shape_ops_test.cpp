@@ -156,7 +156,7 @@ TEST(ShapeOpsCat, PromotesDtypes) {
   Tensor y = run1("cat", {std::vector<Tensor>{a, b}});
   EXPECT_EQ(y.dtype(), DType::kFloat32);
   EXPECT_EQ(values<float>(y), (std::vector<float>{1, 2, 2.5f}));
-  Tensor t = make<bool>(DType::kBool, {2}, {true, false});
+  Tensor t = make<uint8_t>(DType::kBool, {2}, {1, 0});
   Tensor z = run1("cat", {std::vector<Tensor>{t, i64({1}, {7})}});
   EXPECT_EQ(z.dtype(), DType::kInt64);
   EXPECT_EQ(values<int64_t>(z), (std::vector<int64_t>{1, 0, 7}));

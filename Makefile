@@ -45,7 +45,7 @@ build-asan/build.ninja:
 
 asan: deps build-asan/build.ninja
 	cmake --build build-asan -j$(JOBS) --target tensord api_tests graphs_tests scheduler_tests
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L "api|graphs|scheduler"
+	for t in api graphs scheduler; do ASAN_OPTIONS=detect_leaks=1 ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 	cd tests/integration && ASAN_OPTIONS=detect_leaks=1 TENSORD_BIN=$(CURDIR)/build-asan/tensord TENSORD_SANITIZED=1 \
 	  $(PY) -m pytest -q -p no:cacheprovider
 
@@ -54,7 +54,7 @@ build-tsan/build.ninja:
 
 tsan: deps build-tsan/build.ninja
 	cmake --build build-tsan -j$(JOBS) --target scheduler_tests graphs_tests
-	ctest --test-dir build-tsan --output-on-failure -L "scheduler|graphs"
+	for t in scheduler graphs; do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 
 test: unit gpu integration asan
 

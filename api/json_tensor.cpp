@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "api/base64.h"
+#include "api/json_parse.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
 #include "ops/kernels/scalar_traits.h"
@@ -275,7 +276,9 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
   if (*dtype == DType::kBool) {
     const auto* p = static_cast<const unsigned char*>(t.data());
     for (size_t i = 0; i < want; ++i) {
-      if (p[i] > 1) fail(what, element(static_cast<int64_t>(i)) + ": a bool byte must be 0 or 1, got " + std::to_string(p[i]));
+      if (p[i] > 1) {
+        fail(what, element(static_cast<int64_t>(i)) + ": a bool byte must be 0 or 1, got " + std::to_string(p[i]));
+      }
     }
   }
   return t;
@@ -283,8 +286,9 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
 
 // ---- encoding ----
 
-// Writes the shortest decimal in buf..end that parses back as `ok` says,
-// with ".0" appended to integral-looking output so it reads as a float.
+// Writes the number text in [buf, end) (the buffer has room for two more
+// characters), with ".0" appended to integral-looking text so that it reads
+// back as a float.
 template <class W>
 void write_number_text(W& w, char* buf, char* end) {
   bool has_point = false;
@@ -431,34 +435,9 @@ Tensor tensor_from_json(const Value& v, const std::string& what) {
   return t;
 }
 
-void check_json_depth(std::string_view text, int max_depth, const std::string& what) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) fail(what, "JSON nested deeper than " + std::to_string(max_depth) + " levels");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-}
-
 Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
-  check_json_depth(json, 64, what);
   rapidjson::Document doc;
-  doc.Parse<kJsonParseFlags>(json.data(), json.size());
-  if (doc.HasParseError()) {
-    fail(what, "invalid JSON at offset " + std::to_string(doc.GetErrorOffset()));
-  }
+  parse_json(json, doc, what);
   return tensor_from_json(doc, what);
 }
 

@@ -25,9 +25,7 @@
 // Non-finite values are the strings "nan", "inf", "-inf"; complex elements
 // are [re, im].
 //
-// Callers parsing request bodies should use kJsonParseFlags: iterative (deep
-// nesting cannot overflow the stack), full precision (float64 round trips)
-// and UTF-8 validation.
+// Parse untrusted text with parse_json (api/json_parse.h) first.
 #pragma once
 
 #include <string>
@@ -42,13 +40,17 @@
 
 namespace tensord {
 
-inline constexpr unsigned kJsonParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag;
+// RapidJSON flags for code that calls Document::Parse itself: iterative and
+// UTF-8 validating. Prefer parse_json (api/json_parse.h): it also rounds
+// numbers correctly, rejects NUL bytes and bounds nesting. (No
+// kParseFullPrecisionFlag: in RapidJSON 1.1.0 it has undefined behaviour on
+// inputs such as "0e100".)
+inline constexpr unsigned kJsonParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
 
 // A host tensor from a JSON value (see above). `what` names the value in
 // error messages, e.g. "inputs.x".
 Tensor tensor_from_json(const rapidjson::Value& v, const std::string& what);
-// Parses `json` with kJsonParseFlags first (a syntax error is bad_request).
+// Parses `json` with parse_json first (a syntax error is bad_request).
 Tensor tensor_from_json_string(std::string_view json, const std::string& what);
 
 // Writes a host tensor as one JSON value. Instantiated for
@@ -64,12 +66,6 @@ void write_json_double(Writer& w, double v);
 // A JSON number, bool (1/0) or non-finite string as double; else bad_request
 // naming `what`.
 double json_to_double(const rapidjson::Value& v, const std::string& what);
-
-// Throws bad_request naming `what` when `text` nests arrays/objects deeper
-// than `max_depth` (a linear scan, strings skipped). Run before parsing
-// untrusted JSON: an iterative parse of "[[[[..." is safe for the stack but
-// still spends memory per level.
-void check_json_depth(std::string_view text, int max_depth, const std::string& what);
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 using JsonPrettyWriter = rapidjson::PrettyWriter<rapidjson::StringBuffer>;

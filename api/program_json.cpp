@@ -1,7 +1,6 @@
 #include "api/program_json.h"
 
-#include <rapidjson/error/en.h>
-
+#include "api/json_parse.h"
 #include "api/json_tensor.h"
 #include "api/sha256.h"
 #include "ops/error.h"
@@ -167,11 +166,7 @@ void write_job(JsonWriter& w, const JobResult& r) {
 
 rapidjson::Document parse_json_object(std::string_view body, const char* what) {
   rapidjson::Document d;
-  d.Parse<kJsonParseFlags>(body.data(), body.size());
-  if (d.HasParseError()) {
-    bad(std::string(what) + ": invalid JSON at offset " + std::to_string(d.GetErrorOffset()) + ": " +
-        rapidjson::GetParseError_En(d.GetParseError()));
-  }
+  parse_json(body, d, what);
   if (!d.IsObject()) bad(std::string(what) + ": expected a JSON object");
   return d;
 }

@@ -57,6 +57,9 @@ class Storage {
   // changed); a storage is charged to at most one account at a time.
   void charge(std::shared_ptr<MemoryAccount> account);
   const std::shared_ptr<MemoryAccount>& account() const { return account_; }
+  // True for wrap()ped memory: a view into a buffer someone else owns (a
+  // request body), which must be copied before it is kept.
+  bool borrowed() const { return owner_ != nullptr; }
 
  private:
   Storage() = default;

@@ -68,12 +68,17 @@ void Router::add(std::string method, std::string route_template, Handler h) {
       i = next;
     }
   }
+  // req.route (and the metrics' route label) is the template as API.md
+  // writes it: "/v1/tensors/{name}", without the greedy marker.
+  std::string shown = t;
+  for (size_t k; (k = shown.find("...}")) != std::string::npos;) shown.erase(k, 3);
   for (const auto& other : routes_) {
-    if (other.method == r.method && other.route_template == t) {
+    if (other.method == r.method && other.raw_template == t) {
       throw std::invalid_argument("route: duplicate " + r.method + " " + t);
     }
   }
-  r.route_template = std::move(route_template);
+  r.raw_template = t;
+  r.route_template = std::move(shown);
   r.order = routes_.size();
   routes_.push_back(std::move(r));
   std::stable_sort(routes_.begin(), routes_.end(), [](const Route& a, const Route& b) {

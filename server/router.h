@@ -45,7 +45,8 @@ class Router {
   };
   struct Route {
     std::string method;
-    std::string route_template;
+    std::string route_template;  // as reported in req.route: "{name...}" shown as "{name}"
+    std::string raw_template;    // as registered
     std::vector<Piece> pieces;
     Handler handler;
     size_t literal_chars = 0;

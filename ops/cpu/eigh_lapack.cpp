@@ -16,6 +16,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -166,6 +167,9 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
     Workspace<T>& ws = workspace<T>();
     ws.reserve(static_cast<size_t>(nn), sizes);
     for (int64_t bi = begin; bi < end; ++bi) {
+      if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed)) {
+        throw Error(ErrorCode::kCancelled, std::string(op) + ": cancelled");
+      }
       const T* m = src + bi * nn;
       // Only the triangle LAPACK reads has to be finite.
       for (int64_t i = 0; i < n; ++i) {

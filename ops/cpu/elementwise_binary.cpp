@@ -2,6 +2,7 @@
 // add sub mul div pow maximum minimum.
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/convert.h"
@@ -91,15 +92,15 @@ OpDef make_add_sub() {
     Tensor out = ctx.empty(p.common, p.shape);
     if (alpha_is_one(a.attr(2))) {
       if constexpr (kSub) {
-        run_binary_same<kernels::PlainSubOp>(ctx, name, out, x, y, params, true);
+        run_binary_same<kernels::PlainSubOp>(ctx, name, out, x, y, params, false);
       } else {
-        run_binary_same<kernels::PlainAddOp>(ctx, name, out, x, y, params, true);
+        run_binary_same<kernels::PlainAddOp>(ctx, name, out, x, y, params, false);
       }
     } else {
       if constexpr (kSub) {
-        run_binary_same<kernels::SubOp>(ctx, name, out, x, y, params, true);
+        run_binary_same<kernels::SubOp>(ctx, name, out, x, y, params, false);
       } else {
-        run_binary_same<kernels::AddOp>(ctx, name, out, x, y, params, true);
+        run_binary_same<kernels::AddOp>(ctx, name, out, x, y, params, false);
       }
     }
     return std::vector<Tensor>{out};
@@ -215,6 +216,45 @@ OpDef make_div() {
 
 // ---- pow ----
 
+// pow(tensor, Python number), floating or complex result: PyTorch's
+// pow_tensor_scalar kernel (special exponents, general case in double).
+// float16/bfloat16 results see the exponent rounded to their type, as
+// there.
+void pow_tensor_scalar(const OpContext& ctx, const Tensor& out, const Tensor& x, double e) {
+  using kernels::PowScalarKind;
+  const DType common = out.dtype();
+  if (common == DType::kFloat16 || common == DType::kBFloat16) {
+    double r = 0;
+    store_from_double(common, &r, 0, e);  // round e to the narrow type
+    e = load_as_double(common, &r, 0);
+  }
+  const DType kd = ew_compute_dtype(common);
+  const EwInput ins[1] = {ew_input(x, common)};
+  dispatch_compute(kd, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kernels::kIsFloat<T> || kernels::kIsComplex<T>) {
+      auto run = [&](auto kind_tag) {
+        constexpr PowScalarKind K = decltype(kind_tag)::value;
+        const kernels::PowScalarOp<T, K> op{e};
+        ew_run(ctx, out, kd, ins, &unary_block<kernels::PowScalarOp<T, K>, T, T>, &op, kEwGrainHeavy);
+      };
+      switch (kernels::pow_scalar_kind(e)) {
+        case PowScalarKind::kSqrt: return run(std::integral_constant<PowScalarKind, PowScalarKind::kSqrt>{});
+        case PowScalarKind::kRsqrt: return run(std::integral_constant<PowScalarKind, PowScalarKind::kRsqrt>{});
+        case PowScalarKind::kReciprocal:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kReciprocal>{});
+        case PowScalarKind::kSquare: return run(std::integral_constant<PowScalarKind, PowScalarKind::kSquare>{});
+        case PowScalarKind::kCube: return run(std::integral_constant<PowScalarKind, PowScalarKind::kCube>{});
+        case PowScalarKind::kInvSquare:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kInvSquare>{});
+        case PowScalarKind::kGeneral: return run(std::integral_constant<PowScalarKind, PowScalarKind::kGeneral>{});
+      }
+    } else {
+      ew_unsupported("pow", common);
+    }
+  });
+}
+
 OpDef make_pow() {
   OpDef d;
   d.name = "pow";
@@ -239,7 +279,11 @@ OpDef make_pow() {
       throw Error(ErrorCode::kInvalidArgument, "pow: integers to negative integer powers are not allowed");
     }
     Tensor out = ctx.empty(p.common, p.shape);
-    run_binary_same<kernels::PowOp>(ctx, "pow", out, x, e, EwParams{}, false, kEwGrainHeavy);
+    if (e.meta().wrapped_number && dtype_category(p.common) >= 2 && x.shape() == p.shape) {
+      pow_tensor_scalar(ctx, out, x, load_as_double(e.dtype(), e.data(), 0));
+    } else {
+      run_binary_same<kernels::PowOp>(ctx, "pow", out, x, e, EwParams{}, false, kEwGrainHeavy);
+    }
     return std::vector<Tensor>{out};
   };
   return d;

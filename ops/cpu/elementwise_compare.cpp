@@ -99,10 +99,10 @@ OpDef make_where() {
     cond.tensor = &c;
     cond.kernel_dtype = DType::kBool;
     const EwInput ins[3] = {cond, ew_input(a.tensor(1), p.dtype), ew_input(a.tensor(2), p.dtype)};
-    dispatch_dtype(p.dtype, [&](auto tag) {
-      using Out = typename decltype(tag)::type;
-      using In = typename kernels::ScalarTraits<Out>::compute_t;
-      ew_run(ctx, out, ins, &where_block<In, Out>, nullptr);
+    const DType kd = ew_compute_dtype(p.dtype);
+    dispatch_compute(kd, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      ew_run(ctx, out, kd, ins, &where_block<T, T>, nullptr);
     });
     return std::vector<Tensor>{out};
   };

@@ -8,6 +8,7 @@
 #include <complex>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "ops/dispatch.h"
 #include "ops/error.h"
@@ -111,17 +112,18 @@ void clamp_block(const void*, void* out, const void* const* in, const int64_t* s
 }
 
 // Binary op whose output dtype is the common dtype (add, mul, pow...).
+// Narrow-float results compute in float32 and the engine rounds on store.
 template <template <class> class Op>
 void run_binary_same(const OpContext& ctx, const char* name, const Tensor& out, const Tensor& a, const Tensor& b,
                      const kernels::EwParams& params, bool keep_scalar_precision, int64_t grain = kEwGrain) {
   const DType common = out.dtype();
-  const EwInput ins[2] = {ew_input(a, common, keep_scalar_precision), ew_input(b, common, keep_scalar_precision)};
-  dispatch_dtype(common, [&](auto tag) {
-    using Out = typename decltype(tag)::type;
-    using In = typename kernels::ScalarTraits<Out>::compute_t;
-    if constexpr (Op<In>::kSupported) {
-      const Op<In> op(params);
-      ew_run(ctx, out, ins, &binary_block<Op<In>, In, Out>, &op, grain);
+  const DType kd = ew_compute_dtype(common);
+  const EwInput ins[2] = {ew_input(a, common), ew_input(b, common, keep_scalar_precision)};
+  dispatch_compute(kd, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (Op<T>::kSupported) {
+      const Op<T> op(params);
+      ew_run(ctx, out, kd, ins, &binary_block<Op<T>, T, T>, &op, grain);
     } else {
       ew_unsupported(name, common);
     }
@@ -134,10 +136,10 @@ void run_binary_bool(const OpContext& ctx, const char* name, const Tensor& out, 
                      DType common) {
   const EwInput ins[2] = {ew_input(a, common), ew_input(b, common)};
   dispatch_compute(ew_compute_dtype(common), [&](auto tag) {
-    using In = typename decltype(tag)::type;
-    if constexpr (Op<In>::kSupported) {
-      const Op<In> op(kernels::EwParams{});
-      ew_run(ctx, out, ins, &binary_block<Op<In>, In, bool>, &op);
+    using T = typename decltype(tag)::type;
+    if constexpr (Op<T>::kSupported) {
+      const Op<T> op(kernels::EwParams{});
+      ew_run(ctx, out, DType::kBool, ins, &binary_block<Op<T>, T, bool>, &op);
     } else {
       ew_unsupported(name, common);
     }
@@ -149,13 +151,14 @@ template <template <class> class Op>
 void run_unary_same(const OpContext& ctx, const char* name, const Tensor& out, const Tensor& a,
                     int64_t grain = kEwGrain) {
   const DType common = out.dtype();
+  const DType kd = ew_compute_dtype(common);
   const EwInput ins[1] = {ew_input(a, common)};
-  dispatch_dtype(common, [&](auto tag) {
-    using Out = typename decltype(tag)::type;
-    using In = typename kernels::ScalarTraits<Out>::compute_t;
-    if constexpr (Op<In>::kSupported) {
-      const Op<In> op{};
-      ew_run(ctx, out, ins, &unary_block<Op<In>, In, Out>, &op, grain);
+  dispatch_compute(kd, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (Op<T>::kSupported) {
+      const Op<T> op{};
+      using R = decltype(op(std::declval<T>()));
+      ew_run(ctx, out, kd, ins, &unary_block<Op<T>, T, R>, &op, grain);
     } else {
       ew_unsupported(name, common);
     }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/convert.h"
+#include "ops/cpu/half_simd.h"
 #include "ops/error.h"
 
 namespace tensord::cpu {
@@ -55,14 +56,29 @@ Plan make_plan(const Shape& out_shape, const std::vector<const Tensor*>& ins) {
   return p;
 }
 
+// convert_elements with the float16/bfloat16 <-> float32 pairs on bulk paths.
+void convert_fast(const void* src, DType st, void* dst, DType dt, int64_t n) {
+  if (st == DType::kFloat16 && dt == DType::kFloat32) {
+    f16_to_f32_n(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n);
+  } else if (st == DType::kFloat32 && dt == DType::kFloat16) {
+    f32_to_f16_n(static_cast<const float*>(src), static_cast<uint16_t*>(dst), n);
+  } else if (st == DType::kBFloat16 && dt == DType::kFloat32) {
+    bf16_to_f32_n(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n);
+  } else if (st == DType::kFloat32 && dt == DType::kBFloat16) {
+    f32_to_bf16_n(static_cast<const float*>(src), static_cast<uint16_t*>(dst), n);
+  } else {
+    convert_elements(src, st, dst, dt, n);
+  }
+}
+
 // Casts n elements of `src` (dtype st) to dt, optionally rounding through `via`.
 void cast_block(const void* src, DType st, void* dst, DType dt, int64_t n, bool use_via, DType via,
                 void* via_buf) {
   if (use_via) {
-    convert_elements(src, st, via_buf, via, n);
-    convert_elements(via_buf, via, dst, dt, n);
+    convert_fast(src, st, via_buf, via, n);
+    convert_fast(via_buf, via, dst, dt, n);
   } else {
-    convert_elements(src, st, dst, dt, n);
+    convert_fast(src, st, dst, dt, n);
   }
 }
 
@@ -78,15 +94,15 @@ EwInput ew_input(const Tensor& t, DType common, bool keep_scalar_precision) {
   EwInput in;
   in.tensor = &t;
   in.kernel_dtype = ew_compute_dtype(common);
-  if (is_narrow(common) && t.dtype() != common && !(keep_scalar_precision && t.dim() == 0)) {
+  if (is_narrow(common) && t.dtype() != common && !(keep_scalar_precision && t.numel() == 1)) {
     in.has_round_via = true;
     in.round_via = common;
   }
   return in;
 }
 
-void ew_run(const OpContext& ctx, const Tensor& out, std::span<const EwInput> inputs, EwBlockFn fn,
-            const void* state, int64_t grain) {
+void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs,
+            EwBlockFn fn, const void* state, int64_t grain) {
   const int64_t total = out.numel();
   if (total == 0) return;
   const size_t nin = inputs.size();
@@ -118,7 +134,8 @@ void ew_run(const OpContext& ctx, const Tensor& out, std::span<const EwInput> in
       via[k] = needs_via(in);
     }
   }
-  bool any_cast = false;
+  const bool stage = kernel_out != out.dtype();
+  bool any_cast = stage;
   for (size_t k = 0; k < nin; ++k) any_cast = any_cast || cast[k];
 
   const Plan p = make_plan(out.shape(), ins);
@@ -140,11 +157,13 @@ void ew_run(const OpContext& ctx, const Tensor& out, std::span<const EwInput> in
     std::unique_ptr<unsigned char[]> bufs;
     unsigned char* buf[kEwMaxInputs] = {};
     unsigned char* via_buf = nullptr;
+    unsigned char* stage_buf = nullptr;
     if (any_cast) {
       constexpr size_t kSlot = static_cast<size_t>(kCastBlock) * 16;
-      bufs.reset(new unsigned char[kSlot * (nin + 1) + 64]);
+      bufs.reset(new unsigned char[kSlot * (nin + 2)]);
       for (size_t k = 0; k < nin; ++k) buf[k] = bufs.get() + kSlot * k;
       via_buf = bufs.get() + kSlot * nin;
+      stage_buf = bufs.get() + kSlot * (nin + 1);
     }
 
     auto process = [&](int64_t out_off, const int64_t* in_off, int64_t len) {
@@ -168,7 +187,13 @@ void ew_run(const OpContext& ctx, const Tensor& out, std::span<const EwInput> in
             cptr[k] = src;
           }
         }
-        fn(state, o + static_cast<size_t>(b) * out_es, cptr, inner_stride, m);
+        char* dst = o + static_cast<size_t>(b) * out_es;
+        if (stage) {
+          fn(state, stage_buf, cptr, inner_stride, m);
+          convert_fast(stage_buf, kernel_out, dst, out.dtype(), m);
+        } else {
+          fn(state, dst, cptr, inner_stride, m);
+        }
       }
     };
 
@@ -233,7 +258,7 @@ void ew_cast_copy(const OpContext& ctx, const Tensor& out, const Tensor& src) {
     case 16: fn = &copy_block<Bytes16>; break;
     default: TENSORD_ASSERT(false);
   }
-  ew_run(ctx, out, std::span<const EwInput>(&in, 1), fn, nullptr);
+  ew_run(ctx, out, out.dtype(), std::span<const EwInput>(&in, 1), fn, nullptr);
 }
 
 }  // namespace tensord::cpu

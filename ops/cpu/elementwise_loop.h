@@ -40,8 +40,10 @@ inline constexpr int64_t kEwGrain = 32768;       // elements per task, cheap ops
 inline constexpr int64_t kEwGrainHeavy = 4096;   // exp, tanh, pow...
 
 // Runs fn over out's shape; each input broadcasts to it. `state` is passed
-// to fn unchanged (the functor with its parameters).
-void ew_run(const OpContext& ctx, const Tensor& out, std::span<const EwInput> inputs,
+// to fn unchanged (the functor with its parameters). fn writes elements of
+// `kernel_out`; when that is not out's dtype (a narrow-float result computed
+// in float32) the engine stages blocks and rounds them into out.
+void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs,
             EwBlockFn fn, const void* state, int64_t grain = kEwGrain);
 
 // Copies `src` cast to `out`'s dtype into out, broadcasting (copy_, to).
@@ -52,9 +54,9 @@ void ew_cast_copy(const OpContext& ctx, const Tensor& out, const Tensor& src);
 DType ew_compute_dtype(DType t);
 
 // An EwInput reading `t` for an op whose common dtype is `common`.
-// keep_scalar_precision: a 0-dim operand of a narrow-float op is read at
-// full precision instead of being rounded to the narrow type first (what
-// PyTorch's add/sub/mul/div do with CPU scalars).
+// keep_scalar_precision: a one-element operand of a narrow-float op is read
+// at full precision instead of being rounded to the narrow type first (what
+// PyTorch's mul/div do with a scalar `other`: original_scalar_value).
 EwInput ew_input(const Tensor& t, DType common, bool keep_scalar_precision = false);
 
 }  // namespace tensord::cpu

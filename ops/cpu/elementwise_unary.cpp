@@ -1,10 +1,12 @@
 // Unary elementwise ops and clamp:
 // neg abs exp log sqrt rsqrt relu sigmoid tanh logical_not clamp.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "ops/cpu/elementwise_family.h"
 #include "ops/cpu/elementwise_kernels.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/error.h"
 #include "ops/type_promotion.h"
 
@@ -33,8 +35,26 @@ DType unary_dtype(const char* op, DType in, UnaryDtypes r) {
   return r.rule == UnaryRule::kFloating ? to_floating_default(in) : in;
 }
 
+using BulkF32 = void (*)(const float*, float*, int64_t);
+
+// Block adapter for the bulk float32 functions of vec_math.h.
+template <BulkF32 F>
+void bulk_f32_block(const void*, void* out, const void* const* in, const int64_t* st, int64_t n) {
+  float* o = static_cast<float*>(out);
+  const float* a = static_cast<const float*>(in[0]);
+  if (st[0]) {
+    F(a, o, n);
+  } else {
+    F(a, o, 1);
+    std::fill(o + 1, o + n, o[0]);
+  }
+}
+
+// Unary op; float32 compute (float32, float16, bfloat16, float8 results)
+// goes through `f32` when given.
 template <template <class> class Op>
-OpDef make_unary(const char* name, const char* doc, const char* dtypes, UnaryDtypes r, int64_t grain) {
+OpDef make_unary(const char* name, const char* doc, const char* dtypes, UnaryDtypes r, int64_t grain,
+                 EwBlockFn f32 = nullptr) {
   OpDef d;
   d.name = name;
   d.doc = doc;
@@ -44,10 +64,15 @@ OpDef make_unary(const char* name, const char* doc, const char* dtypes, UnaryDty
   d.infer = [name, r](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(unary_dtype(name, a.tensor(0).dtype, r), a.tensor(0).shape)};
   };
-  d.kernels["cpu"] = [name, r, grain](const OpContext& ctx, const OpArgs<Tensor>& a) {
+  d.kernels["cpu"] = [name, r, grain, f32](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const Tensor& x = a.tensor(0);
     Tensor out = ctx.empty(unary_dtype(name, x.dtype(), r), x.shape());
-    run_unary_same<Op>(ctx, name, out, x, grain);
+    if (f32 && ew_compute_dtype(out.dtype()) == DType::kFloat32) {
+      const EwInput ins[1] = {ew_input(x, out.dtype())};
+      ew_run(ctx, out, DType::kFloat32, ins, f32, nullptr, grain);
+    } else {
+      run_unary_same<Op>(ctx, name, out, x, grain);
+    }
     return std::vector<Tensor>{out};
   };
   return d;
@@ -75,7 +100,8 @@ OpDef make_abs() {
         using In = typename decltype(tag)::type;
         if constexpr (kernels::kIsComplex<In>) {
           const kernels::AbsOp<In> op{};
-          ew_run(ctx, out, ins, &unary_block<kernels::AbsOp<In>, In, kernels::RealT<In>>, &op, kEwGrainHeavy);
+          ew_run(ctx, out, out.dtype(), ins, &unary_block<kernels::AbsOp<In>, In, kernels::RealT<In>>, &op,
+                 kEwGrainHeavy);
         }
       });
     }
@@ -156,10 +182,10 @@ OpDef make_clamp() {
     Tensor out = ctx.empty(p.dtype, p.shape);
     if (lo && hi) {
       const EwInput ins[3] = {ew_input(x, p.dtype), ew_input(*lo, p.dtype), ew_input(*hi, p.dtype)};
-      dispatch_dtype(p.dtype, [&](auto tag) {
-        using Out = typename decltype(tag)::type;
-        using In = typename kernels::ScalarTraits<Out>::compute_t;
-        if constexpr (!kernels::kIsComplex<In>) ew_run(ctx, out, ins, &clamp_block<In, Out>, nullptr);
+      const DType kd = ew_compute_dtype(p.dtype);
+      dispatch_compute(kd, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (!kernels::kIsComplex<T>) ew_run(ctx, out, kd, ins, &clamp_block<T, T>, nullptr);
       });
     } else if (lo) {
       run_binary_same<kernels::ClampMinOp>(ctx, "clamp", out, x, *lo, kernels::EwParams{}, false);
@@ -178,12 +204,15 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   const char* kFloatingDoc = "floating and complex (integers and bool promote to float32)";
   r.add(make_unary<kernels::NegOp>("neg", "-input", "all but bool", {UnaryRule::kSame, false, true}, kEwGrain));
   r.add(make_abs());
-  r.add(make_unary<kernels::ExpOp>("exp", "e ** input", kFloatingDoc, floating, kEwGrainHeavy));
+  r.add(make_unary<kernels::ExpOp>("exp", "e ** input", kFloatingDoc, floating, kEwGrainHeavy,
+                                   &bulk_f32_block<&exp_f32_n>));
   r.add(make_unary<kernels::LogOp>("log", "natural logarithm", kFloatingDoc, floating, kEwGrainHeavy));
   r.add(make_unary<kernels::SqrtOp>("sqrt", "square root", kFloatingDoc, floating, kEwGrainHeavy));
   r.add(make_unary<kernels::RsqrtOp>("rsqrt", "1 / sqrt(input)", kFloatingDoc, floating, kEwGrainHeavy));
-  r.add(make_unary<kernels::SigmoidOp>("sigmoid", "1 / (1 + exp(-input))", kFloatingDoc, floating, kEwGrainHeavy));
-  r.add(make_unary<kernels::TanhOp>("tanh", "hyperbolic tangent", kFloatingDoc, floating, kEwGrainHeavy));
+  r.add(make_unary<kernels::SigmoidOp>("sigmoid", "1 / (1 + exp(-input))", kFloatingDoc, floating, kEwGrainHeavy,
+                                       &bulk_f32_block<&sigmoid_f32_n>));
+  r.add(make_unary<kernels::TanhOp>("tanh", "hyperbolic tangent", kFloatingDoc, floating, kEwGrainHeavy,
+                                    &bulk_f32_block<&tanh_f32_n>));
   r.add(make_unary<kernels::ReluOp>("relu", "max(input, 0)", "integer and floating",
                                     {UnaryRule::kSame, false, false}, kEwGrain));
   r.add(make_logical_not());

@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <complex>
 #include <cstring>
@@ -158,6 +159,9 @@ void run_tiles(const OpContext& ctx, const Geometry& g,
   const int64_t grain = task_flops >= 65536.0 ? 1 : static_cast<int64_t>(65536.0 / std::max(task_flops, 1.0));
   ctx.parallel_for(g.nb * per_product, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
+      if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed)) {
+        throw Error(ErrorCode::kCancelled, "matmul: cancelled");
+      }
       const int64_t bi = t / per_product;
       const int64_t tile = t % per_product;
       const int64_t r0 = (tile / col_tiles) * rb, c0 = (tile % col_tiles) * cb;

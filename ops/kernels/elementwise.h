@@ -311,6 +311,47 @@ struct PowOp {
   }
 };
 
+// pow(tensor, Python number) for floating and complex T, with PyTorch's
+// special cases (sqrt, rsqrt, reciprocal, squares, cubes) and, for real T,
+// the general case computed in double as PyTorch does.
+enum class PowScalarKind { kGeneral, kSqrt, kRsqrt, kReciprocal, kSquare, kCube, kInvSquare };
+
+TENSORD_INLINE PowScalarKind pow_scalar_kind(double e) {
+  if (e == 0.5) return PowScalarKind::kSqrt;
+  if (e == -0.5) return PowScalarKind::kRsqrt;
+  if (e == -1.0) return PowScalarKind::kReciprocal;
+  if (e == 2.0) return PowScalarKind::kSquare;
+  if (e == 3.0) return PowScalarKind::kCube;
+  if (e == -2.0) return PowScalarKind::kInvSquare;
+  return PowScalarKind::kGeneral;
+}
+
+template <class T, PowScalarKind K>
+struct PowScalarOp {
+  static constexpr bool kSupported = kIsFloat<T> || kIsComplex<T>;
+  double e;
+  TENSORD_INLINE T recip(T a) const {
+    if constexpr (kIsComplex<T>) {
+      return cdiv(T(1), a);
+    } else {
+      return T(1) / a;
+    }
+  }
+  TENSORD_INLINE T operator()(T a) const {
+    if constexpr (K == PowScalarKind::kSqrt) return std::sqrt(a);
+    if constexpr (K == PowScalarKind::kRsqrt) return recip(std::sqrt(a));
+    if constexpr (K == PowScalarKind::kReciprocal) return recip(a);
+    if constexpr (K == PowScalarKind::kSquare) return gmul(a, a);
+    if constexpr (K == PowScalarKind::kCube) return gmul(gmul(a, a), a);
+    if constexpr (K == PowScalarKind::kInvSquare) return recip(gmul(a, a));
+    if constexpr (kIsComplex<T>) {
+      return std::pow(a, T(static_cast<RealT<T>>(e)));
+    } else {
+      return static_cast<T>(std::pow(static_cast<double>(a), e));
+    }
+  }
+};
+
 // maximum / minimum: NaN-propagating; bool is or / and; no complex.
 template <class T>
 struct MaximumOp {

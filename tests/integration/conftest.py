@@ -115,6 +115,9 @@ def _stop_and_check(srv):
     assert was_alive, "tensord (%s) died during the tests, exit code %s; stderr:\n%s" % (srv.name, rc, tail)
     assert rc is not None, "tensord (%s) did not exit within %ds of SIGTERM; stderr:\n%s" % (srv.name, STOP_TIMEOUT, tail)
     assert rc == 0, "tensord (%s) exited with code %s after SIGTERM (leak or crash?); stderr:\n%s" % (srv.name, rc, tail)
+    # UBSan reports do not change the exit code unless halt_on_error is set: look for them.
+    reports = [l for l in srv.lines if "runtime error:" in l or "Sanitizer" in l]
+    assert not reports, "tensord (%s) sanitizer reports:\n%s" % (srv.name, "\n".join(reports[:20]))
 
 
 @pytest.fixture(scope="session")

@@ -373,5 +373,30 @@ def test_rss_bounded(server, raw):
     wait_healthy(server.url)
     after = server.rss_kb()
     grown_mb = (after - before) / 1024.0
-    assert grown_mb < 64, "RSS grew %.1f MB over 20 rounds (%d kB -> %d kB)" % (grown_mb, before, after)
+    # Under ASan freed memory sits in a quarantine (256 MB by default) before reuse,
+    # so RSS grows by up to that much without a leak; LeakSanitizer checks leaks at exit.
+    with open("/proc/%d/maps" % server.pid) as f:
+        asan = "libasan" in f.read()
+    limit = 64 + (256 if asan else 0)
+    assert grown_mb < limit, "RSS grew %.1f MB over 20 rounds (%d kB -> %d kB; limit %d MB%s)" % (
+        grown_mb, before, after, limit, ", ASan" if asan else "")
+    assert server.alive()
+
+
+def test_many_idle_connections(server, raw):
+    """Idle and half-open connections do not starve other clients."""
+    socks = []
+    try:
+        for i in range(200):
+            s = raw.connect(timeout=10)
+            if i % 2:
+                s.sendall(b"POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            socks.append(s)
+        wait_healthy(server.url, timeout=10)
+        r = raw.request("GET", "/v1/info")
+        assert r.status == 200
+    finally:
+        for s in socks:
+            s.close()
+    wait_healthy(server.url)
     assert server.alive()

@@ -346,3 +346,100 @@ def test_request_id(base_url):
         assert r.headers.get("X-Request-Id") == mine, (method, path, r.status_code, r.headers)
         if r.status_code >= 400:
             assert r.json()["error"].get("request_id") in (None, mine)
+
+
+def test_concurrent_clients(server, uniq):
+    """Many clients at once: every answer is right and the server stays up."""
+    import threading
+
+    errors = []
+
+    def worker(k):
+        try:
+            c = tensord.Client(server.url, transport="safetensors" if k % 2 else "json")
+            for i in range(15):
+                inp = big_inputs(100 * k + i)
+                check_big(c.run(big_program(shuffle_seed=i), inputs=inp), big_reference(**inp))
+                name = "%s/w%d/%d" % (uniq, k, i)
+                c.put(name, inp["x"])
+                assert np.array_equal(c.get(name), inp["x"])
+                c.delete(name)
+            c.close()
+        except Exception as e:  # noqa: BLE001
+            errors.append((k, repr(e)))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    assert requests.get(server.url + "/healthz").status_code == 200
+
+
+# ---------------------------------------------------------------- PyTorch semantics (checked against torch 1.13+)
+
+def _bf16(vals):
+    return tensord.TensorData.from_float(np.array(vals, np.float32), "bfloat16")
+
+
+_rng = np.random.default_rng(7)
+_A = _rng.standard_normal((2, 1, 3, 4)).astype(np.float32)
+_B = _rng.standard_normal((5, 4, 2)).astype(np.float32)
+_V = _rng.standard_normal(4).astype(np.float32)
+_M = _rng.standard_normal((4, 3)).astype(np.float32)
+
+# (id, op, args (input names or literals), kwargs, inputs, expected numpy array or (status, codes))
+SEMANTICS = [
+    ("add_i32_i64", "add", ["a", "b"], {}, {"a": np.array([1], np.int32), "b": np.array([1], np.int64)}, np.array([2], np.int64)),
+    ("add_i64_f32", "add", ["a", "b"], {}, {"a": np.array([1], np.int64), "b": np.array([1.5], np.float32)}, np.array([2.5], np.float32)),
+    ("add_f16_f32", "add", ["a", "b"], {}, {"a": np.array([1], np.float16), "b": np.array([1.5], np.float32)}, np.array([2.5], np.float32)),
+    ("add_i64_pyfloat", "add", ["a", 1.5], {}, {"a": np.array([1], np.int64)}, np.array([2.5], np.float32)),
+    ("add_f16_pyfloat", "add", ["a", 1.0], {}, {"a": np.array([1], np.float16)}, np.array([2], np.float16)),
+    ("add_i8_wraps", "add", ["a", 100], {}, {"a": np.array([100], np.int8)}, np.array([-56], np.int8)),
+    ("add_u8_i8", "add", ["a", "b"], {}, {"a": np.array([1], np.uint8), "b": np.array([1], np.int8)}, np.array([2], np.int16)),
+    ("add_bool_bool", "add", ["a", "b"], {}, {"a": np.array([True]), "b": np.array([True])}, np.array([True])),
+    ("add_bf16_f16", "add", ["a", "b"], {}, {"a": _bf16([1.0]), "b": np.array([1.0], np.float16)}, np.array([2.0], np.float32)),
+    ("mul_f32_c64", "mul", ["a", "b"], {}, {"a": np.array([2], np.float32), "b": np.array([1j], np.complex64)}, np.array([2j], np.complex64)),
+    ("add_0dim_f64_f32", "add", ["a", "b"], {}, {"a": np.array(1.0, np.float64), "b": np.array([1.5], np.float32)}, np.array([2.5], np.float32)),
+    ("div_int_true_division", "div", ["a", "b"], {}, {"a": np.array([3], np.int64), "b": np.array([2], np.int64)}, np.array([1.5], np.float32)),
+    ("sum_i32_gives_i64", "sum", ["a"], {}, {"a": np.array([1, 2], np.int32)}, np.array(3, np.int64)),
+    ("sum_bool_gives_i64", "sum", ["a"], {}, {"a": np.array([True, True])}, np.array(2, np.int64)),
+    ("sum_negative_dim", "sum", ["a"], {"dim": -1}, {"a": np.arange(6, dtype=np.float32).reshape(2, 3)}, np.array([3, 12], np.float32)),
+    ("amax_bool", "amax", ["a"], {}, {"a": np.array([True, False])}, np.array(True)),
+    ("argmax_dim", "argmax", ["a"], {"dim": 1}, {"a": np.array([[1, 5, 2], [7, 0, 9]], np.int64)}, np.array([1, 2], np.int64)),
+    ("where_promotes", "where", ["c", "a", "b"], {}, {"c": np.array([True, False]), "a": np.array([1], np.int64), "b": np.array([2.5], np.float32)},
+     np.array([1, 2.5], np.float32)),
+    ("cat_promotes", "cat", [["a", "b"]], {}, {"a": np.array([1], np.int64), "b": np.array([1.5], np.float32)}, np.array([1, 1.5], np.float32)),
+    ("to_int_truncates", "to", ["a"], {"dtype": "int64"}, {"a": np.array([2.5, 3.5, -2.5], np.float32)}, np.array([2, 3, -2], np.int64)),
+    ("transpose_negative", "transpose", ["a", -1, -2], {}, {"a": np.arange(6, dtype=np.int32).reshape(1, 2, 3)},
+     np.arange(6, dtype=np.int32).reshape(1, 2, 3).transpose(0, 2, 1)),
+    ("matmul_batched_broadcast", "matmul", ["a", "b"], {}, {"a": _A, "b": _B}, np.matmul(_A, _B)),
+    ("matmul_vec_mat", "matmul", ["v", "m"], {}, {"v": _V, "m": _M}, _V @ _M),
+    ("matmul_vec_vec", "matmul", ["v", "w"], {}, {"v": _V, "w": _V}, np.array(_V @ _V, np.float32)),
+    ("mean_int_is_error", "mean", ["a"], {}, {"a": np.array([1, 2], np.int64)}, (422, ("invalid_argument", "dtype_mismatch"))),
+    ("amax_empty_dim_is_error", "amax", ["a"], {"dim": 0}, {"a": np.zeros((0, 3), np.float32)}, (422, ("invalid_argument",))),
+]
+
+
+@pytest.mark.parametrize("case", SEMANTICS, ids=[c[0] for c in SEMANTICS])
+def test_pytorch_semantics(json_client, case):
+    cid, op, args, kwargs, inputs, expect = case
+    prog = {"inputs": {k: {"dtype": tensord.client.dtype_name_of(v), "shape": tensord.client.shape_of(v)}
+                       for k, v in inputs.items()},
+            "nodes": [{"id": "n", "op": op, "args": args, "kwargs": kwargs, "outputs": ["y"]}],
+            "outputs": ["y"]}
+    if isinstance(expect, tuple):
+        with pytest.raises(tensord.TensordError) as ei:
+            json_client.run(prog, inputs=inputs)
+        assert ei.value.status == expect[0] and ei.value.code in expect[1], ei.value
+        assert ei.value.node == "n"
+        return
+    y = json_client.run(prog, inputs=inputs)["y"]
+    assert isinstance(y, np.ndarray), y
+    assert y.dtype == expect.dtype, (y.dtype, expect.dtype)
+    assert y.shape == expect.shape, (y.shape, expect.shape)
+    if expect.dtype.kind in "fc":
+        np.testing.assert_allclose(y, expect, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(y, expect)

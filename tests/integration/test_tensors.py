@@ -332,3 +332,96 @@ def test_client_roundtrip(server, uniq, transport):
         c.get(uniq + "/a")
     assert ei.value.status == 404 and ei.value.code == "not_found"
     c.close()
+
+
+def test_failed_put_keeps_old_value(base_url, uniq):
+    old = {"dtype": "float32", "shape": [2], "data": [1, 2]}
+    assert requests.put(tensor_url(base_url, uniq), json=old).status_code == 201
+    bad = [
+        (json.dumps({"dtype": "float32", "shape": [3], "data": [1, 2]}), "application/json"),
+        (json.dumps({"dtype": "float32", "shape": [2], "b64": "***"}), "application/json"),
+        (b'{"dtype": "float32", "shape": [2], "data": [1, ', "application/json"),
+        (st.encode({"a": np.zeros(2, np.float32), "b": np.zeros(2, np.float32)}), SAFETENSORS),
+        (st.encode({"a": np.zeros(2, np.float32)})[:-3], SAFETENSORS),
+    ]
+    for body, ctype in bad:
+        r = requests.put(tensor_url(base_url, uniq), data=body, headers={"Content-Type": ctype})
+        assert r.status_code == 400, (body[:80], r.status_code, r.text)
+        got = get_tensor(base_url, uniq, "safetensors")
+        assert got.dtype == np.float32 and got.tolist() == [1, 2], body[:80]
+
+
+def test_upload_is_atomic(base_url, uniq):
+    """An upload with one bad entry stores none of its tensors."""
+    good = np.arange(4, dtype=np.float32).tobytes()
+    header = {uniq + "/ok1": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+              uniq + "/ok2": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
+              uniq + "/../bad": {"dtype": "F32", "shape": [2], "data_offsets": [24, 32]}}
+    h = json.dumps(header).encode()
+    body = len(h).to_bytes(8, "little") + h + good + good
+    r = requests.post(base_url + "/v1/tensors:upload", data=body, headers={"Content-Type": SAFETENSORS})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "bad_request"
+    for n in ("/ok1", "/ok2"):
+        assert requests.get(tensor_url(base_url, uniq + n)).status_code == 404, n
+    # same with a bad dtype tag in the last entry
+    header[uniq + "/../bad"]["dtype"] = "F99"
+    header = {k.replace("/../bad", "/bad"): v for k, v in header.items()}
+    h = json.dumps(header).encode()
+    body = len(h).to_bytes(8, "little") + h + good + good
+    r = requests.post(base_url + "/v1/tensors:upload", data=body, headers={"Content-Type": SAFETENSORS})
+    assert r.status_code == 400, r.text
+    for n in ("/ok1", "/ok2", "/bad"):
+        assert requests.get(tensor_url(base_url, uniq + n)).status_code == 404, n
+
+
+def test_safetensors_get_is_valid_file(base_url, uniq):
+    """GET with Accept safetensors gives a well-formed file: aligned header, in-bounds offsets."""
+    a = np.arange(10, dtype=np.int16)
+    requests.put(tensor_url(base_url, uniq), data=st.encode({uniq: a}), headers={"Content-Type": SAFETENSORS})
+    r = requests.get(tensor_url(base_url, uniq), headers={"Accept": SAFETENSORS})
+    buf = r.content
+    n = int.from_bytes(buf[:8], "little")
+    header = json.loads(buf[8:8 + n])
+    entries = {k: v for k, v in header.items() if k != "__metadata__"}
+    assert len(entries) == 1
+    (entry,) = entries.values()
+    assert entry["dtype"] == "I16" and entry["shape"] == [10]
+    b, e = entry["data_offsets"]
+    assert 8 + n + e == len(buf)
+    assert np.array_equal(np.frombuffer(buf[8 + n + b:8 + n + e], "<i2"), a)
+
+
+def test_large_tensor(client, uniq):
+    a = np.random.default_rng(0).standard_normal(16 * 1024 * 1024).astype(np.float32)  # 64 MiB
+    client.put(uniq, a)
+    assert np.array_equal(client.get(uniq), a)
+    client.delete(uniq)
+
+
+def test_http_transport_features(server, raw, uniq):
+    # chunked request body
+    def gen():
+        yield b'{"dtype":"float32",'
+        yield b'"shape":[2],"data":[1,2]}'
+    r = requests.put(tensor_url(server.url, uniq + "/chunked"), data=gen(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 201, r.text
+    # Expect: 100-continue
+    import socket
+    body = b'{"dtype":"float32","shape":[1],"data":[1]}'
+    s = raw.connect(timeout=10)
+    try:
+        s.sendall(b"PUT /v1/tensors/%s/expect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (uniq.encode(), len(body)))
+        first = s.recv(4096)
+        assert first.startswith(b"HTTP/1.1 100"), first
+        s.sendall(body)
+        reply = s.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 201"), reply
+    finally:
+        s.close()
+    # HTTP/1.0 without Host
+    reply = raw.send_bytes(b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.0 200") or reply.startswith(b"HTTP/1.1 200"), reply[:100]
+    # a query string does not change the route
+    assert requests.get(tensor_url(server.url, uniq + "/chunked") + "?x=1").status_code == 200

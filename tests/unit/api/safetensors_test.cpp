@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -100,7 +101,9 @@ TEST(Safetensors, EveryTagRoundTripsBitExact) {
   for (size_t i = 0; i < in.size(); ++i) {
     EXPECT_EQ(f.tensors[i].first, in[i].first);  // header order = given order
     EXPECT_TRUE(same(f.tensors[i].second, in[i].second)) << in[i].first;
-    if (in[i].second.nbytes() > 0) EXPECT_TRUE(inside(f.tensors[i].second, *body)) << "not zero-copy: " << in[i].first;
+    if (in[i].second.nbytes() > 0) {
+      EXPECT_TRUE(inside(f.tensors[i].second, *body)) << "not zero-copy: " << in[i].first;
+    }
   }
   // The tensors keep the body alive.
   std::string copy = *body;
@@ -153,21 +156,22 @@ TEST(Safetensors, RejectsShortOrOversizedHeaders) {
   expect_bad(std::make_shared<const std::string>(""), "shorter than the 8-byte");
   expect_bad(std::make_shared<const std::string>("1234567"), "shorter than the 8-byte");
   expect_bad(body_of("{}", "", 100), "runs past the end");
-  expect_bad(body_of("{}", "", 3), "not valid JSON");
+  expect_bad(body_of("{}", "", 1), "invalid JSON");
   expect_bad(body_of("{}", "", 100'000'001), "exceeds the limit of 100000000");
   expect_bad(body_of("{}", "", UINT64_MAX - 1), "exceeds the limit");
-  expect_bad(body_of("", ""), "not valid JSON");
+  expect_bad(body_of("", ""), "invalid JSON");
 }
 
 TEST(Safetensors, RejectsMalformedHeaders) {
   expect_bad("[]", "", "must be a JSON object");
   expect_bad("\"x\"", "", "must be a JSON object");
-  expect_bad("{} x", "", "not valid JSON");
-  expect_bad(std::string("{}\0\0", 4), "", "not valid JSON");
+  expect_bad("{} x", "", "invalid JSON");
+  expect_bad(std::string("{}\0\0", 4), "", "NUL byte");
   expect_bad("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}", std::string(4, '\0'),
-             "not valid JSON");
-  expect_bad("{\"\xff\": 1}", "", "not valid JSON");  // invalid UTF-8
+             "invalid JSON");
+  expect_bad("{\"\xff\": 1}", "", "invalid JSON");  // invalid UTF-8
   std::string deep = "{\"a\":" + std::string(1000, '[') + std::string(1000, ']') + "}";
+  expect_bad(deep, "", "safetensors header: invalid JSON at offset");
   expect_bad(deep, "", "nested deeper");
 }
 

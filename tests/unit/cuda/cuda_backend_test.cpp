@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cuda/cuda_backend.h"
+#include "ops/error.h"
 #include "ops/memory_account.h"
 #include "ops/tensor.h"
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <string>
@@ -41,10 +42,12 @@ inline Tensor iota_f32(Shape shape) {
   return t;
 }
 
+// The elements as T; a T narrower than the element reads its parts (a
+// complex64 tensor as float gives re, im, re, im, ...).
 template <class T>
 std::vector<T> values(const Tensor& t) {
-  EXPECT_EQ(dtype_size(t.dtype()), sizeof(T));
-  std::vector<T> v(static_cast<size_t>(t.numel()));
+  EXPECT_EQ(dtype_size(t.dtype()) % sizeof(T), 0u);
+  std::vector<T> v(t.nbytes() / sizeof(T));
   if (!v.empty()) std::memcpy(v.data(), t.data(), v.size() * sizeof(T));
   return v;
 }
@@ -58,7 +61,8 @@ struct OpCall {
 // defaults, runs infer and the "cpu" kernel (on `pool` when given) and checks
 // that the outputs match the inferred metas. Errors propagate as Error.
 inline OpCall call_op(const std::string& name, const std::vector<Arg>& args,
-                      const std::vector<std::pair<std::string, Arg>>& kwargs = {}, ThreadPool* pool = nullptr) {
+                      const std::vector<std::pair<std::string, Arg>>& kwargs = {}, ThreadPool* pool = nullptr,
+                      const std::atomic<bool>* cancelled = nullptr) {
   const OpDef* op = OpRegistry::global().find(name);
   if (!op) throw std::runtime_error("no op " + name);
   const size_t np = op->params.size();
@@ -98,6 +102,7 @@ inline OpCall call_op(const std::string& name, const std::vector<Arg>& args,
   c.metas = op->infer(margs);
   OpContext ctx;
   ctx.pool = pool;
+  ctx.cancelled = cancelled;
   c.outs = op->kernels.at("cpu")(ctx, targs);
   EXPECT_EQ(c.outs.size(), c.metas.size()) << name;
   for (size_t i = 0; i < c.outs.size() && i < c.metas.size(); ++i) {

@@ -1,0 +1,114 @@
+#include "api/json_parse.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+using rapidjson::SizeType;
+
+// Forwards SAX events to the document, counting depth and converting the
+// raw number text RapidJSON hands over (kParseNumbersAsStringsFlag).
+class Handler {
+ public:
+  Handler(rapidjson::Document& doc, int max_depth) : doc_(doc), max_depth_(max_depth) {}
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool String(const char* s, SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(SizeType n) { --depth_; return doc_.EndObject(n); }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(SizeType n) { --depth_; return doc_.EndArray(n); }
+
+  // `s` is NUL-terminated (RapidJSON copies it) and already matches the JSON
+  // number grammar.
+  bool RawNumber(const char* s, SizeType n, bool /*copy*/) {
+    const char* end = s + n;
+    bool integral = true;
+    for (const char* c = s; c != end; ++c) integral &= (*c != '.' && *c != 'e' && *c != 'E');
+    if (integral) {
+      if (*s == '-') {
+        int64_t i;
+        auto r = std::from_chars(s, end, i);
+        if (r.ec == std::errc() && r.ptr == end) return doc_.Int64(i);
+      } else {
+        uint64_t u;
+        auto r = std::from_chars(s, end, u);
+        if (r.ec == std::errc() && r.ptr == end) return doc_.Uint64(u);
+      }
+      // Too big for 64 bits: a double, as RapidJSON does.
+    }
+    double d;
+    auto r = std::from_chars(s, end, d);
+    if (r.ec == std::errc::result_out_of_range) {
+      d = std::strtod(s, nullptr);  // tells overflow (inf) from underflow (0 / subnormal)
+      if (std::isinf(d)) {
+        error_ = "number too big for a double";
+        return false;
+      }
+    } else if (r.ec != std::errc() || r.ptr != end) {
+      error_ = "invalid number";
+      return false;
+    }
+    return doc_.Double(d);
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  bool enter() {
+    if (++depth_ > max_depth_) {
+      error_ = "nested deeper than " + std::to_string(max_depth_) + " levels";
+      return false;
+    }
+    return true;
+  }
+
+  rapidjson::Document& doc_;
+  int max_depth_;
+  int depth_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+void parse_json(std::string_view text, rapidjson::Document& doc, const std::string& what, int max_depth) {
+  if (text.find('\0') != std::string_view::npos) {
+    throw Error(ErrorCode::kBadRequest, what + ": invalid JSON: it contains a NUL byte at offset " +
+                                            std::to_string(text.find('\0')));
+  }
+  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
+                              rapidjson::kParseNumbersAsStringsFlag;
+  rapidjson::ParseResult result;
+  Handler handler(doc, max_depth);
+  auto generate = [&](rapidjson::Document&) {
+    rapidjson::MemoryStream ms(text.data(), text.size());
+    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
+    rapidjson::Reader reader;
+    result = reader.Parse<kFlags>(is, handler);
+    return !result.IsError();
+  };
+  doc.Populate(generate);
+  if (result.IsError()) {
+    doc.SetNull();
+    std::string reason = handler.error().empty() ? rapidjson::GetParseError_En(result.Code()) : handler.error();
+    throw Error(ErrorCode::kBadRequest,
+                what + ": invalid JSON at offset " + std::to_string(result.Offset()) + ": " + reason);
+  }
+}
+
+}  // namespace tensord

@@ -32,7 +32,8 @@ unit: build
 
 # The gpu label: CUDA tests; they skip, saying why, where no device answers.
 gpu: build
-	ctest --test-dir build --output-on-failure -L gpu
+	@ctest --test-dir build -V -L gpu > build/gpu-tests.log 2>&1; rc=$$?; \
+	  grep -E "Test +#|Skipped|no CUDA|tests passed|Failed" build/gpu-tests.log; exit $$rc
 
 integration: build
 	cd tests/integration && TENSORD_BIN=$(CURDIR)/build/tensord $(PY) -m pytest -q -p no:cacheprovider

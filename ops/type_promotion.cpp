@@ -27,10 +27,14 @@ std::optional<DType> combine_categories(std::optional<DType> higher, std::option
 
 DType default_dtype_for_category(DType t) {
   switch (dtype_category(t)) {
-    case 0: return DType::kBool;
-    case 1: return DType::kInt64;
-    case 2: return DType::kFloat32;
-    default: return DType::kComplex64;
+    case 0:
+      return DType::kBool;
+    case 1:
+      return DType::kInt64;
+    case 2:
+      return DType::kFloat32;
+    default:
+      return DType::kComplex64;
   }
 }
 

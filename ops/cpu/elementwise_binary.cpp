@@ -26,8 +26,7 @@ BinaryPlan plan_binary(const char* op, const TensorMeta& a, const TensorMeta& b)
 }
 
 [[noreturn]] void unsupported_dtype(const char* op, DType t, const char* why = "is not supported") {
-  throw Error(ErrorCode::kInvalidArgument,
-              std::string(op) + ": dtype " + std::string(dtype_name(t)) + " " + why);
+  throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": dtype " + std::string(dtype_name(t)) + " " + why);
 }
 
 // Validates add/sub's alpha against the result dtype (PyTorch's
@@ -239,15 +238,20 @@ void pow_tensor_scalar(const OpContext& ctx, const Tensor& out, const Tensor& x,
         ew_run(ctx, out, kd, ins, &unary_block<kernels::PowScalarOp<T, K>, T, T>, &op, kEwGrainHeavy);
       };
       switch (kernels::pow_scalar_kind(e)) {
-        case PowScalarKind::kSqrt: return run(std::integral_constant<PowScalarKind, PowScalarKind::kSqrt>{});
-        case PowScalarKind::kRsqrt: return run(std::integral_constant<PowScalarKind, PowScalarKind::kRsqrt>{});
+        case PowScalarKind::kSqrt:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kSqrt>{});
+        case PowScalarKind::kRsqrt:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kRsqrt>{});
         case PowScalarKind::kReciprocal:
           return run(std::integral_constant<PowScalarKind, PowScalarKind::kReciprocal>{});
-        case PowScalarKind::kSquare: return run(std::integral_constant<PowScalarKind, PowScalarKind::kSquare>{});
-        case PowScalarKind::kCube: return run(std::integral_constant<PowScalarKind, PowScalarKind::kCube>{});
+        case PowScalarKind::kSquare:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kSquare>{});
+        case PowScalarKind::kCube:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kCube>{});
         case PowScalarKind::kInvSquare:
           return run(std::integral_constant<PowScalarKind, PowScalarKind::kInvSquare>{});
-        case PowScalarKind::kGeneral: return run(std::integral_constant<PowScalarKind, PowScalarKind::kGeneral>{});
+        case PowScalarKind::kGeneral:
+          return run(std::integral_constant<PowScalarKind, PowScalarKind::kGeneral>{});
       }
     } else {
       ew_unsupported("pow", common);

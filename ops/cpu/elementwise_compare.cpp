@@ -52,8 +52,7 @@ OpDef make_logical(const char* name, const char* doc) {
   d.outputs = {"out"};
   d.dtypes = "all (nonzero is true) -> bool";
   d.infer = [name](const OpArgs<TensorMeta>& a) {
-    return std::vector<TensorMeta>{
-        ew_meta(DType::kBool, broadcast_shapes(a.tensor(0).shape, a.tensor(1).shape, name))};
+    return std::vector<TensorMeta>{ew_meta(DType::kBool, broadcast_shapes(a.tensor(0).shape, a.tensor(1).shape, name))};
   };
   d.kernels["cpu"] = [name](const OpContext& ctx, const OpArgs<Tensor>& a) {
     Tensor out = ctx.empty(DType::kBool, broadcast_shapes(a.tensor(0).shape(), a.tensor(1).shape(), name));
@@ -72,8 +71,8 @@ struct WherePlan {
 
 WherePlan plan_where(const TensorMeta& c, const TensorMeta& x, const TensorMeta& y) {
   if (c.dtype != DType::kBool) {
-    throw Error(ErrorCode::kDtypeMismatch, "where: expected condition to be a bool tensor, got " +
-                                               std::string(dtype_name(c.dtype)));
+    throw Error(ErrorCode::kDtypeMismatch,
+                "where: expected condition to be a bool tensor, got " + std::string(dtype_name(c.dtype)));
   }
   Shape s = broadcast_shapes(broadcast_shapes(c.shape, x.shape, "where"), y.shape, "where");
   return {result_type(x, y), std::move(s)};

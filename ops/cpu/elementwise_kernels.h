@@ -10,11 +10,11 @@
 #include <span>
 #include <utility>
 
+#include "ops/cpu/elementwise_loop.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/scalar_traits.h"
-#include "ops/cpu/elementwise_loop.h"
 
 namespace tensord::cpu {
 
@@ -23,17 +23,28 @@ namespace tensord::cpu {
 template <class F>
 decltype(auto) dispatch_compute(DType t, F&& f) {
   switch (t) {
-    case DType::kBool: return f(TypeTag<bool>{});
-    case DType::kUInt8: return f(TypeTag<uint8_t>{});
-    case DType::kInt8: return f(TypeTag<int8_t>{});
-    case DType::kInt16: return f(TypeTag<int16_t>{});
-    case DType::kInt32: return f(TypeTag<int32_t>{});
-    case DType::kInt64: return f(TypeTag<int64_t>{});
-    case DType::kFloat32: return f(TypeTag<float>{});
-    case DType::kFloat64: return f(TypeTag<double>{});
-    case DType::kComplex64: return f(TypeTag<std::complex<float>>{});
-    case DType::kComplex128: return f(TypeTag<std::complex<double>>{});
-    default: break;
+    case DType::kBool:
+      return f(TypeTag<bool>{});
+    case DType::kUInt8:
+      return f(TypeTag<uint8_t>{});
+    case DType::kInt8:
+      return f(TypeTag<int8_t>{});
+    case DType::kInt16:
+      return f(TypeTag<int16_t>{});
+    case DType::kInt32:
+      return f(TypeTag<int32_t>{});
+    case DType::kInt64:
+      return f(TypeTag<int64_t>{});
+    case DType::kFloat32:
+      return f(TypeTag<float>{});
+    case DType::kFloat64:
+      return f(TypeTag<double>{});
+    case DType::kComplex64:
+      return f(TypeTag<std::complex<float>>{});
+    case DType::kComplex128:
+      return f(TypeTag<std::complex<double>>{});
+    default:
+      break;
   }
   throw Error(ErrorCode::kInternal, "elementwise: no compute type for " + std::string(dtype_name(t)));
 }

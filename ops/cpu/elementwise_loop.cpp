@@ -72,8 +72,7 @@ void convert_fast(const void* src, DType st, void* dst, DType dt, int64_t n) {
 }
 
 // Casts n elements of `src` (dtype st) to dt, optionally rounding through `via`.
-void cast_block(const void* src, DType st, void* dst, DType dt, int64_t n, bool use_via, DType via,
-                void* via_buf) {
+void cast_block(const void* src, DType st, void* dst, DType dt, int64_t n, bool use_via, DType via, void* via_buf) {
   if (use_via) {
     convert_fast(src, st, via_buf, via, n);
     convert_fast(via_buf, via, dst, dt, n);
@@ -101,8 +100,8 @@ EwInput ew_input(const Tensor& t, DType common, bool keep_scalar_precision) {
   return in;
 }
 
-void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs,
-            EwBlockFn fn, const void* state, int64_t grain) {
+void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs, EwBlockFn fn,
+            const void* state, int64_t grain) {
   const int64_t total = out.numel();
   if (total == 0) return;
   const size_t nin = inputs.size();
@@ -124,9 +123,10 @@ void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span
     if (in.tensor->numel() < total) {
       Tensor t = Tensor::empty_host(in.kernel_dtype, in.tensor->shape());
       std::unique_ptr<unsigned char[]> tmp;
-      if (needs_via(in)) tmp.reset(new unsigned char[static_cast<size_t>(in.tensor->numel()) * dtype_size(in.round_via)]);
-      cast_block(in.tensor->data(), in.tensor->dtype(), t.data(), in.kernel_dtype, in.tensor->numel(),
-                 needs_via(in), in.round_via, tmp.get());
+      if (needs_via(in))
+        tmp.reset(new unsigned char[static_cast<size_t>(in.tensor->numel()) * dtype_size(in.round_via)]);
+      cast_block(in.tensor->data(), in.tensor->dtype(), t.data(), in.kernel_dtype, in.tensor->numel(), needs_via(in),
+                 in.round_via, tmp.get());
       precast.push_back(std::move(t));
       ins[k] = &precast.back();
     } else {
@@ -251,12 +251,23 @@ void ew_cast_copy(const OpContext& ctx, const Tensor& out, const Tensor& src) {
   in.kernel_dtype = out.dtype();
   EwBlockFn fn = nullptr;
   switch (dtype_size(out.dtype())) {
-    case 1: fn = &copy_block<uint8_t>; break;
-    case 2: fn = &copy_block<uint16_t>; break;
-    case 4: fn = &copy_block<uint32_t>; break;
-    case 8: fn = &copy_block<uint64_t>; break;
-    case 16: fn = &copy_block<Bytes16>; break;
-    default: TENSORD_ASSERT(false);
+    case 1:
+      fn = &copy_block<uint8_t>;
+      break;
+    case 2:
+      fn = &copy_block<uint16_t>;
+      break;
+    case 4:
+      fn = &copy_block<uint32_t>;
+      break;
+    case 8:
+      fn = &copy_block<uint64_t>;
+      break;
+    case 16:
+      fn = &copy_block<Bytes16>;
+      break;
+    default:
+      TENSORD_ASSERT(false);
   }
   ew_run(ctx, out, out.dtype(), std::span<const EwInput>(&in, 1), fn, nullptr);
 }

@@ -20,8 +20,7 @@ namespace tensord::cpu {
 
 // One block: out has n elements (contiguous); in[k] points at the first
 // element of input k, which advances by in_stride[k] (0 or 1) per element.
-using EwBlockFn = void (*)(const void* state, void* out, const void* const* in,
-                           const int64_t* in_stride, int64_t n);
+using EwBlockFn = void (*)(const void* state, void* out, const void* const* in, const int64_t* in_stride, int64_t n);
 
 struct EwInput {
   const Tensor* tensor = nullptr;
@@ -36,15 +35,15 @@ struct EwInput {
 };
 
 inline constexpr int kEwMaxInputs = 3;
-inline constexpr int64_t kEwGrain = 32768;       // elements per task, cheap ops
-inline constexpr int64_t kEwGrainHeavy = 4096;   // exp, tanh, pow...
+inline constexpr int64_t kEwGrain = 32768;      // elements per task, cheap ops
+inline constexpr int64_t kEwGrainHeavy = 4096;  // exp, tanh, pow...
 
 // Runs fn over out's shape; each input broadcasts to it. `state` is passed
 // to fn unchanged (the functor with its parameters). fn writes elements of
 // `kernel_out`; when that is not out's dtype (a narrow-float result computed
 // in float32) the engine stages blocks and rounds them into out.
-void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs,
-            EwBlockFn fn, const void* state, int64_t grain = kEwGrain);
+void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs, EwBlockFn fn,
+            const void* state, int64_t grain = kEwGrain);
 
 // Copies `src` cast to `out`'s dtype into out, broadcasting (copy_, to).
 void ew_cast_copy(const OpContext& ctx, const Tensor& out, const Tensor& src);

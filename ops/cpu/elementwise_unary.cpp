@@ -19,8 +19,8 @@ namespace {
 }
 
 enum class UnaryRule {
-  kSame,        // result dtype = input dtype (neg, relu)
-  kFloating,    // integers and bool promote to float32 (exp, log, ...)
+  kSame,      // result dtype = input dtype (neg, relu)
+  kFloating,  // integers and bool promote to float32 (exp, log, ...)
 };
 
 struct UnaryDtypes {
@@ -213,8 +213,8 @@ void register_elementwise_unary_ops(OpRegistry& r) {
                                        &bulk_f32_block<&sigmoid_f32_n>));
   r.add(make_unary<kernels::TanhOp>("tanh", "hyperbolic tangent", kFloatingDoc, floating, kEwGrainHeavy,
                                     &bulk_f32_block<&tanh_f32_n>));
-  r.add(make_unary<kernels::ReluOp>("relu", "max(input, 0)", "integer and floating",
-                                    {UnaryRule::kSame, false, false}, kEwGrain));
+  r.add(make_unary<kernels::ReluOp>("relu", "max(input, 0)", "integer and floating", {UnaryRule::kSame, false, false},
+                                    kEwGrain));
   r.add(make_logical_not());
   r.add(make_clamp());
 }

@@ -23,9 +23,9 @@
 
 namespace tensord::cpu {
 
-inline constexpr int64_t kReduceTask = 32768;       // min elements per parallel task
-inline constexpr int64_t kReduceCols = 1024;        // accumulators per column chunk
-inline constexpr int64_t kReduceTargetTasks = 64;   // R is split until there are this many tasks
+inline constexpr int64_t kReduceTask = 32768;      // min elements per parallel task
+inline constexpr int64_t kReduceCols = 1024;       // accumulators per column chunk
+inline constexpr int64_t kReduceTargetTasks = 64;  // R is split until there are this many tasks
 
 // (size, reduced) groups of a shape: size-1 dims dropped, same-kind
 // neighbours merged.
@@ -65,8 +65,8 @@ typename P::Acc reduce_contig(const P& p, const typename P::Src* x, int64_t n) {
 
 // Reduces x viewed as [A, R, B] over R into out[A, B].
 template <class P>
-void reduce_pass(const OpContext& ctx, const P& p, const typename P::Src* x, typename P::Acc* out, int64_t A,
-                 int64_t R, int64_t B) {
+void reduce_pass(const OpContext& ctx, const P& p, const typename P::Src* x, typename P::Acc* out, int64_t A, int64_t R,
+                 int64_t B) {
   using Acc = typename P::Acc;
   using Src = typename P::Src;
   const int64_t bc = B == 1 ? 1 : std::min(B, kReduceCols);
@@ -96,8 +96,8 @@ void reduce_pass(const OpContext& ctx, const P& p, const typename P::Src* x, typ
       const Src* q2 = q1 + B;
       const Src* q3 = q2 + B;
       for (int64_t b = 0; b < bn; ++b) {
-        acc[b] = p.combine(acc[b], p.combine(p.combine(p.map(q0[b]), p.map(q1[b])),
-                                             p.combine(p.map(q2[b]), p.map(q3[b]))));
+        acc[b] =
+            p.combine(acc[b], p.combine(p.combine(p.map(q0[b]), p.map(q1[b])), p.combine(p.map(q2[b]), p.map(q3[b]))));
       }
     }
     for (; r < r1; ++r) {
@@ -174,7 +174,8 @@ void reduce_dims(const OpContext& ctx, const P& p, const typename P::Src* x, con
   };
   auto remove = [&](int j) {
     g.erase(g.begin() + j);
-    if (j > 0 && static_cast<size_t>(j) < g.size() && g[static_cast<size_t>(j) - 1].second == g[static_cast<size_t>(j)].second) {
+    if (j > 0 && static_cast<size_t>(j) < g.size() &&
+        g[static_cast<size_t>(j) - 1].second == g[static_cast<size_t>(j)].second) {
       g[static_cast<size_t>(j) - 1].first *= g[static_cast<size_t>(j)].first;
       g.erase(g.begin() + j);
     }

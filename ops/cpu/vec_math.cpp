@@ -45,7 +45,9 @@ __attribute__((always_inline)) inline double exp_core(double x) {
   return p * scale;
 }
 
-__attribute__((always_inline)) inline double clampd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
+__attribute__((always_inline)) inline double clampd(double x, double lo, double hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
 
 __attribute__((always_inline)) inline void exp_loop(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {

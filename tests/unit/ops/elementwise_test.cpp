@@ -290,9 +290,9 @@ TEST(EwCompare, AllComparisons) {
     const char* op;
     std::vector<double> want;
   };
-  for (const Case& c : {Case{"eq", {0, 1, 0, 0, 0, 0}}, Case{"ne", {1, 0, 1, 1, 1, 1}},
-                        Case{"lt", {1, 0, 0, 0, 0, 0}}, Case{"le", {1, 1, 0, 0, 0, 0}},
-                        Case{"gt", {0, 0, 1, 0, 1, 1}}, Case{"ge", {0, 1, 1, 0, 1, 1}}}) {
+  for (const Case& c :
+       {Case{"eq", {0, 1, 0, 0, 0, 0}}, Case{"ne", {1, 0, 1, 1, 1, 1}}, Case{"lt", {1, 0, 0, 0, 0, 0}},
+        Case{"le", {1, 1, 0, 0, 0, 0}}, Case{"gt", {0, 0, 1, 0, 1, 1}}, Case{"ge", {0, 1, 1, 0, 1, 1}}}) {
     Tensor r = call1(c.op, {a, b});
     EXPECT_EQ(r.dtype(), DType::kBool) << c.op;
     EXPECT_EQ(r.shape(), (Shape{2, 3})) << c.op;
@@ -383,8 +383,9 @@ TEST(EwUnary, FloatingFunctions) {
     const char* op;
     double (*ref)(double);
   };
-  for (const Fn& fn : {Fn{"exp", [](double v) { return std::exp(v); }}, Fn{"tanh", [](double v) { return std::tanh(v); }},
-                       Fn{"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }}}) {
+  for (const Fn& fn :
+       {Fn{"exp", [](double v) { return std::exp(v); }}, Fn{"tanh", [](double v) { return std::tanh(v); }},
+        Fn{"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }}}) {
     Tensor r = call1(fn.op, {fx});
     for (size_t i = 0; i < xs.size(); ++i) {
       const float want = static_cast<float>(fn.ref(xs[i]));
@@ -589,17 +590,18 @@ TEST(EwEngine, LargeParallelMatchesScalarLoop) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(-10, 10);
   const int64_t rows = 517, cols = 389;  // odd sizes: chunks split rows
-  std::vector<double> av(static_cast<size_t>(rows * cols)), bv(static_cast<size_t>(cols)), cv(static_cast<size_t>(rows));
+  std::vector<double> av(static_cast<size_t>(rows * cols)), bv(static_cast<size_t>(cols)),
+      cv(static_cast<size_t>(rows));
   for (auto& v : av) v = u(rng);
   for (auto& v : bv) v = u(rng);
   for (auto& v : cv) v = std::round(u(rng));
   auto a = make(DType::kFloat32, {rows, cols}, av);
-  auto b = make(DType::kFloat64, {cols}, bv);              // broadcast row, cast up front
-  auto c = make(DType::kInt32, {rows, 1}, cv);             // broadcast column
-  auto ai = make(DType::kInt32, {rows, cols}, av);         // full-size cast block by block
-  Tensor r1 = test_ew::call1("add", {a, b}, {}, &pool);    // float32 + float64 -> float64
-  Tensor r2 = test_ew::call1("mul", {a, c}, {}, &pool);    // float32 * int32 -> float32
-  Tensor r3 = test_ew::call1("sub", {ai, a}, {}, &pool);   // int32 - float32 -> float32
+  auto b = make(DType::kFloat64, {cols}, bv);             // broadcast row, cast up front
+  auto c = make(DType::kInt32, {rows, 1}, cv);            // broadcast column
+  auto ai = make(DType::kInt32, {rows, cols}, av);        // full-size cast block by block
+  Tensor r1 = test_ew::call1("add", {a, b}, {}, &pool);   // float32 + float64 -> float64
+  Tensor r2 = test_ew::call1("mul", {a, c}, {}, &pool);   // float32 * int32 -> float32
+  Tensor r3 = test_ew::call1("sub", {ai, a}, {}, &pool);  // int32 - float32 -> float32
   Tensor r4 = test_ew::call1("where", {test_ew::call1("gt", {a, 0}, {}, &pool), a, c}, {}, &pool);
   ASSERT_EQ(r1.dtype(), DType::kFloat64);
   ASSERT_EQ(r2.dtype(), DType::kFloat32);
@@ -623,16 +625,16 @@ TEST(EwEngine, LargeParallelMatchesScalarLoop) {
 }
 
 TEST(EwEngine, EveryOpRegistered) {
-  for (const char* op : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-                         "logical_and", "logical_or", "where", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "relu",
-                         "sigmoid", "tanh", "logical_not", "clamp", "to", "copy_"}) {
+  for (const char* op :
+       {"add",  "sub",   "mul",  "div",         "pow",        "maximum",     "minimum", "eq",  "ne",   "lt",
+        "le",   "gt",    "ge",   "logical_and", "logical_or", "where",       "neg",     "abs", "exp",  "log",
+        "sqrt", "rsqrt", "relu", "sigmoid",     "tanh",       "logical_not", "clamp",   "to",  "copy_"}) {
     const OpDef* d = OpRegistry::global().find(op);
     ASSERT_NE(d, nullptr) << op;
     EXPECT_TRUE(d->kernels.count("cpu")) << op;
     EXPECT_FALSE(d->dtypes.empty()) << op;
   }
-  EXPECT_EQ(test_ew::op_def("add").signature(),
-            "add(Tensor input, Tensor|Scalar other, *, float alpha=1) -> Tensor");
+  EXPECT_EQ(test_ew::op_def("add").signature(), "add(Tensor input, Tensor|Scalar other, *, float alpha=1) -> Tensor");
 }
 
 }  // namespace

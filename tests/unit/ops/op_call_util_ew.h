@@ -57,7 +57,7 @@ inline std::vector<std::complex<double>> cvalues(const Tensor& t) {
 struct Arg {
   std::optional<Tensor> tensor;
   Attr attr;
-  Arg() = default;  // None
+  Arg() = default;                                     // None
   Arg(Tensor t) : tensor(std::move(t)) {}              // NOLINT(google-explicit-constructor)
   Arg(int v) : attr(v) {}                              // NOLINT(google-explicit-constructor)
   Arg(int64_t v) : attr(v) {}                          // NOLINT(google-explicit-constructor)

@@ -265,7 +265,7 @@ TEST(Reduction, Argmax) {
   Tensor r = call1("argmax", {x});
   EXPECT_EQ(r.dtype(), DType::kInt64);
   EXPECT_EQ(r.shape(), Shape{});
-  expect_values(r, {5});  // first NaN of the flattened input
+  expect_values(r, {5});                           // first NaN of the flattened input
   expect_values(call1("argmax", {x, 1}), {1, 1});  // tie -> first; NaN is the max
   expect_values(call1("argmax", {x, 0}), {1, 1, 1, 1});
   r = call1("argmax", {x, -1, true});
@@ -287,7 +287,7 @@ TEST(Reduction, ArgmaxLargeAcrossBlocks) {
   ThreadPool pool(3);
   const int64_t n = 300007;
   std::vector<double> v(static_cast<size_t>(n), 1.0);
-  v[70000] = 9;   // ties across parallel blocks: the first one wins
+  v[70000] = 9;  // ties across parallel blocks: the first one wins
   v[250000] = 9;
   auto x = make(DType::kFloat32, {n}, v);
   expect_values(test_ew::call1("argmax", {x}, {}, &pool), {70000});

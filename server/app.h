@@ -33,6 +33,12 @@ void add_run_routes(Router& r, AppContext& app);
 
 std::shared_ptr<Router> build_router(AppContext& app);
 
+// Registers a handler that may block (waits on a job, encodes a large
+// tensor): it runs on the handler pool, not on an io thread.
+inline void add_offloaded(Router& r, std::string method, std::string tmpl, Handler h) {
+  r.add(std::move(method), std::move(tmpl), std::move(h), Dispatch::kOffload);
+}
+
 // Helpers shared by the route files.
 HttpResponse json_response(int status, std::string body);
 bool wants_safetensors(const HttpRequest& req);

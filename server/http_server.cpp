@@ -55,6 +55,8 @@ struct HttpServer::Impl {
   net::signal_set signals{control, SIGINT, SIGTERM};
   net::steady_timer drain_timer{control};
   std::shared_ptr<Listener> listener;
+  // Declared after the io_context so it is destroyed (joined) first.
+  std::unique_ptr<net::thread_pool> handlers;
 
   explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
 
@@ -124,6 +126,11 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.options.io_threads = impl_->threads;
   state.router = std::move(router);
   state.metrics = &HttpMetrics::global();
+  impl_->handlers = std::make_unique<net::thread_pool>(
+      static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
+  state.offload = [pool = impl_->handlers.get()](std::function<void()> task) {
+    net::post(*pool, std::move(task));
+  };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {
     impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
@@ -160,6 +167,7 @@ void HttpServer::run() {
   }
   impl_->run_io();
   for (auto& t : pool) t.join();
+  impl_->handlers->join();
   // Restore default signal dispositions: after run() a signal ends the process.
   beast::error_code ec;
   impl_->signals.clear(ec);

@@ -230,20 +230,45 @@ void HttpSession::handle_request() {
   req.body = std::move(msg.body());
   req.request_id = request_id_;
 
-  HttpResponse out;
+  const bool client_keep_alive = msg.keep_alive();
+  bool offload = false;
   try {
     parse_target(req.target, req.path, req.query);
-    out = state_->router->dispatch(req);
-  } catch (const Error& e) {
-    out = safe_error_reply(e, request_id_);
-  } catch (const std::exception& e) {
-    out = internal_error(e.what(), req);
+    offload = state_->offload && state_->router->offloaded(req.method, req.path);
   } catch (...) {
-    out = internal_error("unknown exception", req);
+    // dispatch() below reports the bad target
   }
+  if (offload) {
+    // Run on the handler pool; come back to this connection's strand to write.
+    state_->offload([self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
+      HttpResponse out = self->call_handler(req);
+      net::post(self->stream_.get_executor(),
+                [self, out = std::move(out), route = std::move(req.route), head = req.method == "HEAD",
+                 client_keep_alive]() mutable {
+                  self->route_ = std::move(route);
+                  bool keep_alive = client_keep_alive && !self->state_->draining.load();
+                  self->send(std::move(out), head, keep_alive);
+                });
+    });
+    return;
+  }
+  HttpResponse out = call_handler(req);
   route_ = req.route;
-  bool keep_alive = msg.keep_alive() && !state_->draining.load();
+  bool keep_alive = client_keep_alive && !state_->draining.load();
   send(std::move(out), req.method == "HEAD", keep_alive);
+}
+
+HttpResponse HttpSession::call_handler(HttpRequest& req) {
+  try {
+    if (req.path.empty()) parse_target(req.target, req.path, req.query);
+    return state_->router->dispatch(req);
+  } catch (const Error& e) {
+    return safe_error_reply(e, req.request_id);
+  } catch (const std::exception& e) {
+    return internal_error(e.what(), req);
+  } catch (...) {
+    return internal_error("unknown exception", req);
+  }
 }
 
 void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {

@@ -35,6 +35,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_error(beast::error_code ec);
 
   void handle_request();
+  // Dispatches with the one error policy: never throws. Thread-safe with
+  // respect to this session (touches only `req` and shared state).
+  HttpResponse call_handler(HttpRequest& req);
   // Answers an error decided before the router ran, then closes.
   void reply_and_close(const Error& e);
   void send(HttpResponse&& out, bool head, bool keep_alive);

@@ -24,13 +24,14 @@ std::string printable(const std::string& s, size_t max = 200) {
 
 }  // namespace
 
-void Router::add(std::string method, std::string route_template, Handler h) {
+void Router::add(std::string method, std::string route_template, Handler h, Dispatch d) {
   if (method.empty() || route_template.empty() || route_template[0] != '/') {
     throw std::invalid_argument("route: bad method or template '" + route_template + "'");
   }
   Route r;
   r.method = std::move(method);
   r.handler = std::move(h);
+  r.dispatch = d;
   const std::string& t = route_template;
   size_t i = 0;
   while (i < t.size()) {
@@ -114,6 +115,14 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
       params[p.literal] = path.substr(pos, end - pos);
       return true;
     }
+  }
+  return false;
+}
+
+bool Router::offloaded(const std::string& method, const std::string& path) const {
+  for (const auto& r : routes_) {
+    std::map<std::string, std::string> params;
+    if (r.method == method && match(r.pieces, 0, path, 0, params)) return r.dispatch == Dispatch::kOffload;
   }
   return false;
 }

@@ -24,10 +24,19 @@ namespace tensord {
 
 using Handler = std::function<HttpResponse(HttpRequest&)>;
 
+// Where a handler runs. kInline: on the connection's io thread (cheap,
+// non-blocking routes: health, metrics, tensor reads). kOffload: on the
+// server's handler pool, so a handler that waits (a /v1/run job) never
+// holds an io thread and /healthz stays answerable under load.
+enum class Dispatch { kInline, kOffload };
+
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
-  void add(std::string method, std::string route_template, Handler h);
+  void add(std::string method, std::string route_template, Handler h, Dispatch d = Dispatch::kInline);
+
+  // Whether the route matching (method, path) asked for kOffload.
+  bool offloaded(const std::string& method, const std::string& path) const;
 
   // Sets req.route (the template) and req.params and calls the handler.
   // Unknown path: throws Error(kNotFound). Known path, other method: returns
@@ -49,6 +58,7 @@ class Router {
     std::string raw_template;    // as registered
     std::vector<Piece> pieces;
     Handler handler;
+    Dispatch dispatch = Dispatch::kInline;
     size_t literal_chars = 0;
     int params = 0;
     bool greedy = false;

@@ -12,7 +12,7 @@
 namespace tensord {
 
 void add_run_routes(Router& r, AppContext& app) {
-  r.add("POST", "/v1/run", [&app](HttpRequest& req) {
+  add_offloaded(r, "POST", "/v1/run", [&app](HttpRequest& req) {
     JobSpec spec;
     if (is_safetensors_body(req)) {
       auto body = std::make_shared<const std::string>(std::move(req.body));

@@ -56,7 +56,7 @@ bool use_b64(const HttpRequest& req) {
 }  // namespace
 
 void add_tensor_routes(Router& r, AppContext& app) {
-  r.add("PUT", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
+  add_offloaded(r, "PUT", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
     Tensor t = tensor_from_body(req);
@@ -77,7 +77,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return *t;
   };
 
-  r.add("GET", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
+  add_offloaded(r, "GET", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
     Tensor t = fetch(req);
     HttpResponse resp;
     if (wants_safetensors(req)) {
@@ -98,7 +98,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return resp;
   });
 
-  r.add("DELETE", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
+  add_offloaded(r, "DELETE", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
     if (!app.tenant->store.erase(name)) throw Error(ErrorCode::kNotFound, "tensor '" + name + "' not found");
@@ -123,7 +123,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return json_response(200, std::string(sb.GetString(), sb.GetSize()));
   });
 
-  r.add("POST", "/v1/tensors:upload", [&app](HttpRequest& req) {
+  add_offloaded(r, "POST", "/v1/tensors:upload", [&app](HttpRequest& req) {
     if (!is_safetensors_body(req)) {
       throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
     }
@@ -142,7 +142,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return json_response(200, std::string(sb.GetString(), sb.GetSize()));
   });
 
-  r.add("POST", "/v1/checkpoint", [&app](HttpRequest&) {
+  add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest&) {
     if (app.state_dir.empty()) throw Error(ErrorCode::kUnavailable, "no --state-dir: checkpoints are off");
     CheckpointInfo ci = write_checkpoint(app.state_dir, *app.tenant);
     rapidjson::StringBuffer sb;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "server/http_server.h"
@@ -19,6 +20,8 @@ struct ServerState {
   HttpMetrics* metrics = nullptr;
   std::atomic<bool> draining{false};
   std::atomic<size_t> inflight{0};  // requests read and not yet answered
+  // Runs a task on the handler pool (routes registered with kOffload).
+  std::function<void(std::function<void()>)> offload;
 };
 
 }  // namespace tensord

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -120,6 +123,15 @@ class HttpServerTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       return text("slow done");
     });
+    router->add(
+        "GET", "/blocking",
+        [this](HttpRequest&) {
+          blocking_started = true;
+          std::unique_lock<std::mutex> lk(release_mu);
+          release_cv.wait_for(lk, std::chrono::seconds(10), [this] { return released; });
+          return text("released");
+        },
+        Dispatch::kOffload);
     ServerOptions opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
@@ -145,7 +157,41 @@ class HttpServerTest : public ::testing::Test {
   std::atomic<int> drain_calls{0};
   std::atomic<bool> slow_started{false};
   int slow_ms = 300;
+  std::atomic<bool> blocking_started{false};
+  std::mutex release_mu;
+  std::condition_variable release_cv;
+  bool released = false;
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(release_mu);
+      released = true;
+    }
+    release_cv.notify_all();
+  }
 };
+
+TEST_F(HttpServerTest, OffloadedHandlersDoNotHoldIoThreads) {
+  // Four blocked handlers on a server with two io threads: inline routes
+  // must still answer, and the blocked ones finish once released.
+  std::vector<std::unique_ptr<Client>> blocked;
+  for (int i = 0; i < 4; ++i) {
+    blocked.push_back(std::make_unique<Client>(port()));
+    blocked.back()->send("GET /blocking HTTP/1.1\r\nHost: t\r\n\r\n");
+  }
+  for (int i = 0; i < 200 && !blocking_started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(blocking_started);
+  Client c(port());
+  Response r = c.request("GET", "/hello");
+  EXPECT_EQ(r.body(), "hello");
+  EXPECT_GE(server->inflight(), 4u);
+  release();
+  for (auto& b : blocked) {
+    Response br = b->read();
+    EXPECT_EQ(br.result_int(), 200);
+    EXPECT_EQ(br.body(), "released");
+    EXPECT_TRUE(br.keep_alive());
+  }
+}
 
 TEST_F(HttpServerTest, BindsEphemeralPort) { EXPECT_NE(port(), 0); }
 

@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 ARGS      ?=
 export CCACHE_DIR ?= $(HOME)/.ccache
 
-.PHONY: all deps build run test unit integration asan tsan bench clean gpu help
+.PHONY: all deps build run test unit integration asan tsan bench clean gpu help format
 
 all: build
 
@@ -62,6 +62,9 @@ test: unit gpu integration asan
 bench: build
 	@if [ -x build/bench/tensord_bench ]; then ./build/bench/tensord_bench; fi
 	@for b in bench/*.py; do [ -f "$$b" ] && $(PY) $$b || true; done
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 
 clean:
 	rm -rf build build-debug build-asan build-tsan

@@ -21,10 +21,9 @@ constexpr std::array<uint8_t, 256> kTable = make_table();
 
 [[noreturn]] void bad_char(std::string_view text, size_t pos) {
   unsigned char c = static_cast<unsigned char>(text[pos]);
-  std::string shown = (c >= 0x20 && c < 0x7f) ? std::string("'") + static_cast<char>(c) + "'"
-                                              : "byte " + std::to_string(c);
-  throw Error(ErrorCode::kBadRequest,
-              "invalid base64: " + shown + " at offset " + std::to_string(pos));
+  std::string shown =
+      (c >= 0x20 && c < 0x7f) ? std::string("'") + static_cast<char>(c) + "'" : "byte " + std::to_string(c);
+  throw Error(ErrorCode::kBadRequest, "invalid base64: " + shown + " at offset " + std::to_string(pos));
 }
 
 uint32_t sextet(std::string_view text, size_t pos) {
@@ -73,8 +72,8 @@ void base64_decode_into(std::string_view text, void* out) {
   size_t full = total / 3;  // groups without padding
   for (size_t g = 0; g < full; ++g) {
     size_t k = g * 4;
-    uint32_t v = (sextet(text, k) << 18) | (sextet(text, k + 1) << 12) | (sextet(text, k + 2) << 6) |
-                 sextet(text, k + 3);
+    uint32_t v =
+        (sextet(text, k) << 18) | (sextet(text, k + 1) << 12) | (sextet(text, k + 2) << 6) | sextet(text, k + 3);
     o[g * 3] = static_cast<unsigned char>(v >> 16);
     o[g * 3 + 1] = static_cast<unsigned char>(v >> 8);
     o[g * 3 + 2] = static_cast<unsigned char>(v);
@@ -88,8 +87,8 @@ void base64_decode_into(std::string_view text, void* out) {
   // A '=' anywhere but the padding positions was caught by sextet(); the
   // unused low bits must be zero in canonical base64.
   if ((rest == 1 && (v & 0xffffu) != 0) || (rest == 2 && (v & 0xffu) != 0)) {
-    throw Error(ErrorCode::kBadRequest, "invalid base64: non-zero bits before the padding at offset " +
-                                            std::to_string(k + rest));
+    throw Error(ErrorCode::kBadRequest,
+                "invalid base64: non-zero bits before the padding at offset " + std::to_string(k + rest));
   }
   o[full * 3] = static_cast<unsigned char>(v >> 16);
   if (rest == 2) o[full * 3 + 1] = static_cast<unsigned char>(v >> 8);

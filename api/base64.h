@@ -13,7 +13,9 @@
 namespace tensord {
 
 std::string base64_encode(const void* data, size_t n);
-inline std::string base64_encode(std::string_view bytes) { return base64_encode(bytes.data(), bytes.size()); }
+inline std::string base64_encode(std::string_view bytes) {
+  return base64_encode(bytes.data(), bytes.size());
+}
 
 // Number of bytes `text` decodes to; throws bad_request when its length or
 // padding is malformed (characters are checked by base64_decode_into).

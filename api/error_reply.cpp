@@ -5,24 +5,36 @@ namespace tensord {
 int http_status(ErrorCode code) {
   switch (code) {
     case ErrorCode::kBadRequest:
-    case ErrorCode::kInvalidProgram: return 400;
-    case ErrorCode::kUnauthenticated: return 401;
-    case ErrorCode::kForbidden: return 403;
+    case ErrorCode::kInvalidProgram:
+      return 400;
+    case ErrorCode::kUnauthenticated:
+      return 401;
+    case ErrorCode::kForbidden:
+      return 403;
     case ErrorCode::kNotFound:
-    case ErrorCode::kUnknownOp: return 404;
-    case ErrorCode::kConflict: return 409;
-    case ErrorCode::kPayloadTooLarge: return 413;
+    case ErrorCode::kUnknownOp:
+      return 404;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
     case ErrorCode::kShapeMismatch:
     case ErrorCode::kDtypeMismatch:
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kNumericalError:
-    case ErrorCode::kUnsupported: return 422;
+    case ErrorCode::kUnsupported:
+      return 422;
     case ErrorCode::kQuotaExceeded:
-    case ErrorCode::kQueueFull: return 429;
-    case ErrorCode::kCancelled: return 499;
-    case ErrorCode::kInternal: return 500;
-    case ErrorCode::kUnavailable: return 503;
-    case ErrorCode::kDeadlineExceeded: return 504;
+    case ErrorCode::kQueueFull:
+      return 429;
+    case ErrorCode::kCancelled:
+      return 499;
+    case ErrorCode::kInternal:
+      return 500;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kDeadlineExceeded:
+      return 504;
   }
   return 500;
 }
@@ -33,11 +45,21 @@ std::string json_quote(const std::string& s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           static const char* hex = "0123456789abcdef";

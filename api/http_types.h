@@ -10,9 +10,9 @@
 namespace tensord {
 
 struct HttpRequest {
-  std::string method;   // "GET", "PUT", ...
-  std::string target;   // raw request target ("/v1/tensors/a?x=1")
-  std::string path;     // percent-decoded path without the query
+  std::string method;                          // "GET", "PUT", ...
+  std::string target;                          // raw request target ("/v1/tensors/a?x=1")
+  std::string path;                            // percent-decoded path without the query
   std::map<std::string, std::string> query;    // decoded query parameters
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;

@@ -30,9 +30,15 @@ class Handler {
   bool String(const char* s, SizeType n, bool copy) { return doc_.String(s, n, copy); }
   bool Key(const char* s, SizeType n, bool copy) { return doc_.Key(s, n, copy); }
   bool StartObject() { return enter() && doc_.StartObject(); }
-  bool EndObject(SizeType n) { --depth_; return doc_.EndObject(n); }
+  bool EndObject(SizeType n) {
+    --depth_;
+    return doc_.EndObject(n);
+  }
   bool StartArray() { return enter() && doc_.StartArray(); }
-  bool EndArray(SizeType n) { --depth_; return doc_.EndArray(n); }
+  bool EndArray(SizeType n) {
+    --depth_;
+    return doc_.EndArray(n);
+  }
 
   // `s` is NUL-terminated (RapidJSON copies it) and already matches the JSON
   // number grammar.
@@ -88,11 +94,11 @@ class Handler {
 
 void parse_json(std::string_view text, rapidjson::Document& doc, const std::string& what, int max_depth) {
   if (text.find('\0') != std::string_view::npos) {
-    throw Error(ErrorCode::kBadRequest, what + ": invalid JSON: it contains a NUL byte at offset " +
-                                            std::to_string(text.find('\0')));
+    throw Error(ErrorCode::kBadRequest,
+                what + ": invalid JSON: it contains a NUL byte at offset " + std::to_string(text.find('\0')));
   }
-  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-                              rapidjson::kParseNumbersAsStringsFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
   rapidjson::ParseResult result;
   Handler handler(doc, max_depth);
   auto generate = [&](rapidjson::Document&) {

@@ -44,7 +44,9 @@ std::string describe(const Value& v) {
   return std::string(buf, r.ptr);
 }
 
-std::string element(int64_t idx) { return "element " + std::to_string(idx) + " (row-major)"; }
+std::string element(int64_t idx) {
+  return "element " + std::to_string(idx) + " (row-major)";
+}
 
 // "nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", any case.
 bool parse_nonfinite(const Value& v, double* out) {
@@ -89,9 +91,8 @@ I leaf_int(const Value& v, const std::string& what, int64_t idx) {
   constexpr auto kMin = std::numeric_limits<I>::min();
   constexpr auto kMax = std::numeric_limits<I>::max();
   auto out_of_range = [&]() {
-    fail(what, element(idx) + ": " + describe(v) + " is out of range for " +
-                   std::string(dtype_name(int_dtype<I>())) + " [" + std::to_string(kMin) + ", " +
-                   std::to_string(kMax) + "]");
+    fail(what, element(idx) + ": " + describe(v) + " is out of range for " + std::string(dtype_name(int_dtype<I>())) +
+                   " [" + std::to_string(kMin) + ", " + std::to_string(kMax) + "]");
   };
   if (v.IsBool()) return static_cast<I>(v.GetBool());
   if (v.IsInt64()) {
@@ -121,8 +122,12 @@ bool leaf_bool(const Value& v, const std::string& what, int64_t idx) {
   fail(what, element(idx) + ": expected true, false, 0 or 1, got " + describe(v));
 }
 
-bool is_scalar_json(const Value& v) { return !v.IsArray() && !v.IsObject(); }
-bool is_pair(const Value& v) { return v.IsArray() && v.Size() == 2 && is_scalar_json(v[0]) && is_scalar_json(v[1]); }
+bool is_scalar_json(const Value& v) {
+  return !v.IsArray() && !v.IsObject();
+}
+bool is_pair(const Value& v) {
+  return v.IsArray() && v.Size() == 2 && is_scalar_json(v[0]) && is_scalar_json(v[1]);
+}
 
 // Parses one element into out[idx]; T is the storage type.
 template <class T>
@@ -176,8 +181,8 @@ Shape infer_shape(const Value& data, int depth) {
 Shape parse_shape(const Value& v, const std::string& what) {
   if (!v.IsArray()) fail(what, "shape must be a list of non-negative integers, got " + describe(v));
   if (v.Size() > kMaxRank) {
-    fail(what, "shape has rank " + std::to_string(v.Size()) + ", at most " + std::to_string(kMaxRank) +
-                   " is supported");
+    fail(what,
+         "shape has rank " + std::to_string(v.Size()) + ", at most " + std::to_string(kMaxRank) + " is supported");
   }
   Shape s;
   for (const Value& d : v.GetArray()) {
@@ -264,8 +269,8 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
     fail(what, "b64: " + e.message());
   }
   if (got != want) {
-    fail(what, "b64 holds " + std::to_string(got) + " bytes, " + std::string(dtype_name(*dtype)) +
-                   shape_str(shape) + " needs " + std::to_string(want));
+    fail(what, "b64 holds " + std::to_string(got) + " bytes, " + std::string(dtype_name(*dtype)) + shape_str(shape) +
+                   " needs " + std::to_string(want));
   }
   Tensor t = Tensor::empty_host(*dtype, std::move(shape));
   try {
@@ -413,8 +418,8 @@ Tensor tensor_from_json(const Value& v, const std::string& what) {
     } else if (depth == 1) {
       layout = Layout::kFlat;
       if (static_cast<int64_t>(data.Size()) != numel) {
-        fail(what, "data has " + std::to_string(data.Size()) + " elements, shape " + shape_str(shape) +
-                       " needs " + std::to_string(numel));
+        fail(what, "data has " + std::to_string(data.Size()) + " elements, shape " + shape_str(shape) + " needs " +
+                       std::to_string(numel));
       }
     } else {
       fail(what, "data nested " + std::to_string(depth) + " deep matches neither shape " + shape_str(shape) +

@@ -8,7 +8,9 @@
 namespace tensord {
 namespace {
 
-[[noreturn]] void bad(const std::string& msg) { throw Error(ErrorCode::kBadRequest, msg); }
+[[noreturn]] void bad(const std::string& msg) {
+  throw Error(ErrorCode::kBadRequest, msg);
+}
 
 std::string str_field(const rapidjson::Value& o, const char* key, const std::string& where, bool required) {
   auto it = o.FindMember(key);
@@ -114,7 +116,8 @@ Node node_from_json(const rapidjson::Value& v, size_t index, int depth) {
     if (key == "args") {
       if (!it->value.IsArray()) bad(where + ": \"args\" must be a list");
       size_t k = 0;
-      for (const auto& a : it->value.GetArray()) n.args.push_back(arg_from_json(a, where + " args[" + std::to_string(k++) + "]"));
+      for (const auto& a : it->value.GetArray())
+        n.args.push_back(arg_from_json(a, where + " args[" + std::to_string(k++) + "]"));
     } else if (key == "kwargs") {
       if (!it->value.IsObject()) bad(where + ": \"kwargs\" must be an object");
       for (auto kw = it->value.MemberBegin(); kw != it->value.MemberEnd(); ++kw) {
@@ -236,7 +239,7 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
       if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
       s.deadline_ms = v.GetInt64();
     } else if (key == "priority") {
-      if (!v.IsInt() ) bad("request.priority must be an integer");
+      if (!v.IsInt()) bad("request.priority must be an integer");
       s.priority = v.GetInt();
     } else {
       // Unknown fields are ignored so that newer clients (e.g. "ranks")

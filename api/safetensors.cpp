@@ -108,8 +108,7 @@ SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body) {
          " bytes");
   }
   if (n > b.size() - 8) {
-    fail("header length " + std::to_string(n) + " runs past the end of the " + std::to_string(b.size()) +
-         "-byte body");
+    fail("header length " + std::to_string(n) + " runs past the end of the " + std::to_string(b.size()) + "-byte body");
   }
   const char* data_start = b.data() + 8 + n;
   const uint64_t data_size = b.size() - 8 - n;

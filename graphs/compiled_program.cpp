@@ -57,12 +57,12 @@ class Compiler {
           throw Error(ErrorCode::kBadRequest, "missing input '" + in.name + "'");
         }
         if (it->second.dtype != in.meta.dtype) {
-          throw Error(ErrorCode::kDtypeMismatch, "input '" + in.name + "' is " + it->second.str() +
-                                                     ", the program declares " + in.meta.str());
+          throw Error(ErrorCode::kDtypeMismatch,
+                      "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
         if (it->second.shape != in.meta.shape) {
-          throw Error(ErrorCode::kShapeMismatch, "input '" + in.name + "' is " + it->second.str() +
-                                                     ", the program declares " + in.meta.str());
+          throw Error(ErrorCode::kShapeMismatch,
+                      "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
         int id = add_value(ValueInfo{ValueInfo::Source::kInput, in.name, in.meta});
         out_.inputs.emplace_back(in.name, id);
@@ -174,9 +174,18 @@ class Compiler {
         return;
       case ParamKind::kFloat:
         if (a.kind == K::kString) {
-          if (a.str == "inf" || a.str == "+inf") { b.attrs[pi] = Attr(HUGE_VAL); return; }
-          if (a.str == "-inf") { b.attrs[pi] = Attr(-HUGE_VAL); return; }
-          if (a.str == "nan") { b.attrs[pi] = Attr(std::nan("")); return; }
+          if (a.str == "inf" || a.str == "+inf") {
+            b.attrs[pi] = Attr(HUGE_VAL);
+            return;
+          }
+          if (a.str == "-inf") {
+            b.attrs[pi] = Attr(-HUGE_VAL);
+            return;
+          }
+          if (a.str == "nan") {
+            b.attrs[pi] = Attr(std::nan(""));
+            return;
+          }
           // Some float params also take a named mode (norm's p="fro"): pass it on.
           b.attrs[pi] = Attr(a.str);
           return;
@@ -215,7 +224,8 @@ class Compiler {
       case ParamKind::kFloatList:
         if (a.kind == K::kStringList && a.strs.empty()) {
           b.attrs[pi] = Attr(std::vector<double>{});
-        } else if (a.kind == K::kLiteral && (a.literal.is_double_list() || a.literal.is_int_list() || a.literal.is_number())) {
+        } else if (a.kind == K::kLiteral &&
+                   (a.literal.is_double_list() || a.literal.is_int_list() || a.literal.is_number())) {
           b.attrs[pi] = Attr(a.literal.to_double_list(ps.name.c_str()));
         } else {
           bad_arg(op, ps, "expects a list of numbers");
@@ -253,8 +263,8 @@ class Compiler {
         for (const ArgExpr& a : n.args) {
           while (positional < op->params.size() && op->params[positional].kwarg_only) ++positional;
           if (positional >= op->params.size()) {
-            throw Error(ErrorCode::kInvalidArgument, op->name + ": too many positional arguments (" +
-                                                         std::to_string(n.args.size()) + ")");
+            throw Error(ErrorCode::kInvalidArgument,
+                        op->name + ": too many positional arguments (" + std::to_string(n.args.size()) + ")");
           }
           bind_param(n, *op, positional, a, b);
           given[positional++] = true;
@@ -285,8 +295,8 @@ class Compiler {
         throw e.with_node(n.id);
       }
       if (op->mutates >= 0) {
-        const auto& target = n.args.size() > static_cast<size_t>(op->mutates) ? n.args[static_cast<size_t>(op->mutates)]
-                                                                              : ArgExpr{};
+        const auto& target =
+            n.args.size() > static_cast<size_t>(op->mutates) ? n.args[static_cast<size_t>(op->mutates)] : ArgExpr{};
         if (target.kind == ArgExpr::Kind::kString && target.str.rfind(kStoredPrefix, 0) == 0) {
           b.writes_stored = target.str.substr(std::string(kStoredPrefix).size());
           for (const auto& other : out_.nodes) {
@@ -315,7 +325,8 @@ class Compiler {
         }
       }
       for (int d : deps) {
-        if (static_cast<size_t>(d) == i) invalid_program("node '" + out_.nodes[i].id + "' uses its own output", out_.nodes[i].id);
+        if (static_cast<size_t>(d) == i)
+          invalid_program("node '" + out_.nodes[i].id + "' uses its own output", out_.nodes[i].id);
         users[static_cast<size_t>(d)].push_back(i);
         ++indeg[i];
       }
@@ -335,7 +346,8 @@ class Compiler {
     }
     if (order.size() != n) {
       for (size_t i = 0; i < n; ++i) {
-        if (indeg[i] != 0) invalid_program("the program has a cycle through node '" + out_.nodes[i].id + "'", out_.nodes[i].id);
+        if (indeg[i] != 0)
+          invalid_program("the program has a cycle through node '" + out_.nodes[i].id + "'", out_.nodes[i].id);
       }
     }
     std::vector<BoundNode> sorted;

@@ -17,7 +17,7 @@ namespace tensord {
 struct ValueInfo {
   enum class Source { kInput, kStored, kConstant, kNode };
   Source source = Source::kNode;
-  std::string name;   // input name, stored name, or node output name
+  std::string name;  // input name, stored name, or node output name
   TensorMeta meta;
   int producer = -1;  // node index (kNode)
   int last_use = -1;  // last node index reading it; INT_MAX if a program output
@@ -36,12 +36,12 @@ struct BoundNode {
 
 struct CompiledProgram {
   std::vector<ValueInfo> values;
-  std::vector<Tensor> constants;  // indexed like values; defined for kStored/kConstant
-  std::vector<BoundNode> nodes;   // topological order
+  std::vector<Tensor> constants;                     // indexed like values; defined for kStored/kConstant
+  std::vector<BoundNode> nodes;                      // topological order
   std::vector<std::pair<std::string, int>> inputs;   // name -> value id, declaration order
   std::vector<std::pair<std::string, int>> outputs;  // name -> value id
   std::map<std::string, int> by_name;                // every named value
-  int64_t peak_bytes = 0;  // memory plan: most bytes live at once (intermediates + outputs)
+  int64_t peak_bytes = 0;                            // memory plan: most bytes live at once (intermediates + outputs)
 };
 
 // Looks up a stored tensor by name (snapshot); nullopt if absent.

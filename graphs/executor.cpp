@@ -18,7 +18,8 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const TensorMeta& want = cp.values[static_cast<size_t>(id)].meta;
     if (it->second.dtype() != want.dtype || it->second.shape() != want.shape) {
-      throw Error(ErrorCode::kConflict, "input '" + name + "' is " + it->second.meta().str() + ", expected " + want.str());
+      throw Error(ErrorCode::kConflict,
+                  "input '" + name + "' is " + it->second.meta().str() + ", expected " + want.str());
     }
     vals[static_cast<size_t>(id)] = it->second;
   }
@@ -35,8 +36,8 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     auto kit = b.op->kernels.find(opts.ctx.backend ? opts.ctx.backend->name() : std::string_view("cpu"));
     if (kit == b.op->kernels.end()) {
       throw Error(ErrorCode::kUnsupported,
-                  "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") +
-                      " does not support " + b.op->name,
+                  "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") + " does not support " +
+                      b.op->name,
                   b.id);
     }
     OpArgs<Tensor> args;
@@ -57,12 +58,14 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (out.size() < b.outputs.size()) throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
+    if (out.size() < b.outputs.size())
+      throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
     for (size_t k = 0; k < b.outputs.size(); ++k) {
       const TensorMeta& want = cp.values[static_cast<size_t>(b.outputs[k])].meta;
       if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {
         throw Error(ErrorCode::kInternal,
-                    b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + want.str(), b.id);
+                    b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + want.str(),
+                    b.id);
       }
       out[k].set_wrapped_number(false);
       vals[static_cast<size_t>(b.outputs[k])] = out[k];
@@ -72,7 +75,8 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     for (const auto& ids : b.tensor_params) {
       for (int v : ids) {
         const ValueInfo& vi = cp.values[static_cast<size_t>(v)];
-        if (vi.last_use == static_cast<int>(i) && vi.source == ValueInfo::Source::kNode) vals[static_cast<size_t>(v)] = Tensor();
+        if (vi.last_use == static_cast<int>(i) && vi.source == ValueInfo::Source::kNode)
+          vals[static_cast<size_t>(v)] = Tensor();
       }
     }
     for (int v : b.outputs) {

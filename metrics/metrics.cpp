@@ -27,8 +27,7 @@ const ProcessCollector& process_collector() {
 std::string render_metrics() {
   auto families = metrics_registry().Collect();
   auto process = process_collector().Collect();
-  families.insert(families.end(), std::make_move_iterator(process.begin()),
-                  std::make_move_iterator(process.end()));
+  families.insert(families.end(), std::make_move_iterator(process.begin()), std::make_move_iterator(process.end()));
   return prometheus::TextSerializer().Serialize(families);
 }
 

@@ -48,8 +48,7 @@ double now_unix() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-prometheus::MetricFamily one(const char* name, const char* help, prometheus::MetricType type,
-                             double value) {
+prometheus::MetricFamily one(const char* name, const char* help, prometheus::MetricType type, double value) {
   prometheus::MetricFamily f;
   f.name = name;
   f.help = help;
@@ -84,10 +83,10 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
     double size_pages = 0, resident_pages = 0;
     if (in >> size_pages >> resident_pages) {
       double page = static_cast<double>(sysconf(_SC_PAGESIZE));
-      out.push_back(one("process_resident_memory_bytes", "Resident memory size in bytes.",
-                        MetricType::Gauge, resident_pages * page));
-      out.push_back(one("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                        MetricType::Gauge, size_pages * page));
+      out.push_back(one("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+                        resident_pages * page));
+      out.push_back(
+          one("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge, size_pages * page));
     }
   }
 
@@ -95,8 +94,8 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   if (ticks > 0 && read_stat_fields(fields)) {
     double cpu = (std::stod(fields[kUtime]) + std::stod(fields[kStime])) / ticks;
-    out.push_back(one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                      MetricType::Counter, cpu));
+    out.push_back(
+        one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", MetricType::Counter, cpu));
   }
 
   if (DIR* dir = opendir("/proc/self/fd")) {
@@ -112,14 +111,13 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   {
     long max_fds = sysconf(_SC_OPEN_MAX);
     if (max_fds > 0) {
-      out.push_back(one("process_max_fds", "Maximum number of open file descriptors.",
-                        MetricType::Gauge, static_cast<double>(max_fds)));
+      out.push_back(one("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,
+                        static_cast<double>(max_fds)));
     }
   }
 
-  out.push_back(one("process_start_time_seconds",
-                    "Start time of the process since unix epoch in seconds.", MetricType::Gauge,
-                    start_time_seconds_));
+  out.push_back(one("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+                    MetricType::Gauge, start_time_seconds_));
   return out;
 }
 

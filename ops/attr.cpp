@@ -62,7 +62,8 @@ std::vector<double> Attr::to_double_list(const char* what) const {
 DType Attr::to_dtype(const char* what) const {
   if (!is_string()) bad(what, "a dtype name");
   auto t = dtype_from_name(std::get<std::string>(v_));
-  if (!t) throw Error(ErrorCode::kInvalidArgument, std::string(what) + ": unknown dtype '" + std::get<std::string>(v_) + "'");
+  if (!t)
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + ": unknown dtype '" + std::get<std::string>(v_) + "'");
   return *t;
 }
 

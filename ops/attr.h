@@ -12,15 +12,15 @@ namespace tensord {
 
 class Attr {
  public:
-  using Value = std::variant<std::monostate, int64_t, double, bool, std::string,
-                             std::vector<int64_t>, std::vector<double>>;
+  using Value =
+      std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>>;
   Attr() = default;
-  Attr(int64_t v) : v_(v) {}                      // NOLINT(google-explicit-constructor)
-  Attr(int v) : v_(int64_t{v}) {}                 // NOLINT(google-explicit-constructor)
-  Attr(double v) : v_(v) {}                       // NOLINT(google-explicit-constructor)
-  Attr(bool v) : v_(v) {}                         // NOLINT(google-explicit-constructor)
-  Attr(std::string v) : v_(std::move(v)) {}      // NOLINT(google-explicit-constructor)
-  Attr(const char* v) : v_(std::string(v)) {}    // NOLINT(google-explicit-constructor)
+  Attr(int64_t v) : v_(v) {}                          // NOLINT(google-explicit-constructor)
+  Attr(int v) : v_(int64_t{v}) {}                     // NOLINT(google-explicit-constructor)
+  Attr(double v) : v_(v) {}                           // NOLINT(google-explicit-constructor)
+  Attr(bool v) : v_(v) {}                             // NOLINT(google-explicit-constructor)
+  Attr(std::string v) : v_(std::move(v)) {}           // NOLINT(google-explicit-constructor)
+  Attr(const char* v) : v_(std::string(v)) {}         // NOLINT(google-explicit-constructor)
   Attr(std::vector<int64_t> v) : v_(std::move(v)) {}  // NOLINT(google-explicit-constructor)
   Attr(std::vector<double> v) : v_(std::move(v)) {}   // NOLINT(google-explicit-constructor)
 

@@ -32,23 +32,34 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {DType::kFloat8E8M0FNU, "float8_e8m0fnu", "F8_E8M0", "FP8_E8M0", 1},
 }};
 
-const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
+const DTypeInfo& info(DType t) {
+  return kInfo[static_cast<size_t>(t)];
+}
 
 }  // namespace
 
-size_t dtype_size(DType t) { return info(t).size; }
-std::string_view dtype_name(DType t) { return info(t).name; }
-std::string_view dtype_safetensors_tag(DType t) { return info(t).st_tag; }
+size_t dtype_size(DType t) {
+  return info(t).size;
+}
+std::string_view dtype_name(DType t) {
+  return info(t).name;
+}
+std::string_view dtype_safetensors_tag(DType t) {
+  return info(t).st_tag;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   if (name.substr(0, 6) == "torch.") name.remove_prefix(6);
   for (const auto& i : kInfo) {
     if (name == i.name || name == i.kserve) return i.type;
   }
-  struct Alias { std::string_view name; DType type; };
+  struct Alias {
+    std::string_view name;
+    DType type;
+  };
   static constexpr Alias kAliases[] = {
-      {"float", DType::kFloat32},   {"double", DType::kFloat64},  {"half", DType::kFloat16},
-      {"long", DType::kInt64},      {"int", DType::kInt32},       {"short", DType::kInt16},
+      {"float", DType::kFloat32},    {"double", DType::kFloat64},     {"half", DType::kFloat16},
+      {"long", DType::kInt64},       {"int", DType::kInt32},          {"short", DType::kInt16},
       {"cfloat", DType::kComplex64}, {"cdouble", DType::kComplex128}, {"FP64", DType::kFloat64},
   };
   for (const auto& a : kAliases) {
@@ -64,7 +75,9 @@ std::optional<DType> dtype_from_safetensors_tag(std::string_view tag) {
   return std::nullopt;
 }
 
-bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
+bool is_complex(DType t) {
+  return t == DType::kComplex64 || t == DType::kComplex128;
+}
 
 bool is_floating(DType t) {
   switch (t) {
@@ -83,7 +96,8 @@ bool is_floating(DType t) {
 
 bool is_integral(DType t, bool include_bool) {
   switch (t) {
-    case DType::kBool: return include_bool;
+    case DType::kBool:
+      return include_bool;
     case DType::kUInt8:
     case DType::kInt8:
     case DType::kInt16:
@@ -118,9 +132,7 @@ DType promote_types(DType a, DType b) {
   // fp8 types promote only with themselves in PyTorch; mixing them with other
   // floats is an error there. We promote through float32, the type every
   // fp8 kernel computes in, and document it.
-  auto fp8 = [](DType t) {
-    return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2 || t == DType::kFloat8E8M0FNU;
-  };
+  auto fp8 = [](DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2 || t == DType::kFloat8E8M0FNU; };
   if (fp8(a) || fp8(b)) {
     DType other = fp8(a) ? b : a;
     if (fp8(other) || dtype_category(other) <= 1) return DType::kFloat32;
@@ -139,8 +151,7 @@ DType promote_types(DType a, DType b) {
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 2) {
     // float16 + bfloat16 -> float32; otherwise the wider
-    if ((a == DType::kFloat16 && b == DType::kBFloat16) ||
-        (a == DType::kBFloat16 && b == DType::kFloat16))
+    if ((a == DType::kFloat16 && b == DType::kBFloat16) || (a == DType::kBFloat16 && b == DType::kFloat16))
       return DType::kFloat32;
     return dtype_size(a) >= dtype_size(b) ? a : b;
   }

@@ -29,11 +29,21 @@ enum class DType : uint8_t {
 inline constexpr int kNumDTypes = 15;
 
 // Storage wrappers for the narrow float types (bits only; math in float).
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-struct Float8E4M3FN { uint8_t bits; };
-struct Float8E5M2 { uint8_t bits; };
-struct Float8E8M0FNU { uint8_t bits; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+struct Float8E4M3FN {
+  uint8_t bits;
+};
+struct Float8E5M2 {
+  uint8_t bits;
+};
+struct Float8E8M0FNU {
+  uint8_t bits;
+};
 
 size_t dtype_size(DType t);
 // PyTorch name: "float32", "bfloat16", "float8_e4m3fn", ...

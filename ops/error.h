@@ -47,9 +47,7 @@ class Error : public std::exception {
   const char* what() const noexcept override { return message_.c_str(); }
 
   // Returns a copy tagged with the program node it came from (if untagged).
-  Error with_node(const std::string& node) const {
-    return Error(code_, message_, node_.empty() ? node : node_);
-  }
+  Error with_node(const std::string& node) const { return Error(code_, message_, node_.empty() ? node : node_); }
 
  private:
   ErrorCode code_;
@@ -64,11 +62,13 @@ class Error : public std::exception {
 
 }  // namespace tensord
 
-#define TENSORD_ASSERT(cond) \
-  do { if (!(cond)) ::tensord::assert_fail(#cond, __FILE__, __LINE__); } while (0)
+#define TENSORD_ASSERT(cond)                                        \
+  do {                                                              \
+    if (!(cond)) ::tensord::assert_fail(#cond, __FILE__, __LINE__); \
+  } while (0)
 
 // User-facing check: throws Error(code, msg) when cond is false.
-#define TENSORD_CHECK(cond, code, msg)                               \
-  do {                                                               \
+#define TENSORD_CHECK(cond, code, msg)                                      \
+  do {                                                                      \
     if (!(cond)) ::tensord::throw_error(::tensord::ErrorCode::code, (msg)); \
   } while (0)

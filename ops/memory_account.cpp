@@ -9,9 +9,9 @@ void MemoryAccount::charge(int64_t bytes) {
   const int64_t lim = limit();
   do {
     if (bytes > lim - cur) {
-      throw Error(ErrorCode::kQuotaExceeded,
-                  "tenant '" + name_ + "' memory quota exceeded: " + std::to_string(cur) + " + " +
-                      std::to_string(bytes) + " bytes > limit " + std::to_string(lim));
+      throw Error(ErrorCode::kQuotaExceeded, "tenant '" + name_ + "' memory quota exceeded: " + std::to_string(cur) +
+                                                 " + " + std::to_string(bytes) + " bytes > limit " +
+                                                 std::to_string(lim));
     }
   } while (!used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
 }

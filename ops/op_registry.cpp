@@ -10,16 +10,26 @@ namespace tensord {
 
 std::string_view param_kind_name(ParamKind k) {
   switch (k) {
-    case ParamKind::kTensor: return "Tensor";
-    case ParamKind::kTensorList: return "Tensor[]";
-    case ParamKind::kScalarOrTensor: return "Tensor|Scalar";
-    case ParamKind::kInt: return "int";
-    case ParamKind::kFloat: return "float";
-    case ParamKind::kBool: return "bool";
-    case ParamKind::kString: return "str";
-    case ParamKind::kDType: return "dtype";
-    case ParamKind::kIntList: return "int[]";
-    case ParamKind::kFloatList: return "float[]";
+    case ParamKind::kTensor:
+      return "Tensor";
+    case ParamKind::kTensorList:
+      return "Tensor[]";
+    case ParamKind::kScalarOrTensor:
+      return "Tensor|Scalar";
+    case ParamKind::kInt:
+      return "int";
+    case ParamKind::kFloat:
+      return "float";
+    case ParamKind::kBool:
+      return "bool";
+    case ParamKind::kString:
+      return "str";
+    case ParamKind::kDType:
+      return "dtype";
+    case ParamKind::kIntList:
+      return "int[]";
+    case ParamKind::kFloatList:
+      return "float[]";
   }
   return "?";
 }
@@ -29,8 +39,7 @@ Tensor OpContext::empty(DType dtype, Shape shape) const {
   return Tensor::empty(backend, device, dtype, std::move(shape), account);
 }
 
-void OpContext::parallel_for(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)>& fn) const {
+void OpContext::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
   if (pool) {
     pool->parallel_for(n, grain, fn);
@@ -59,8 +68,10 @@ std::string OpDef::signature() const {
     s += std::string(param_kind_name(p.kind));
     if (p.optional) s += "?";
     s += " " + p.name;
-    if (!p.default_value.is_none()) s += "=" + p.default_value.repr();
-    else if (p.optional) s += "=None";
+    if (!p.default_value.is_none())
+      s += "=" + p.default_value.repr();
+    else if (p.optional)
+      s += "=None";
   }
   s += ") -> ";
   if (outputs.empty()) {

@@ -31,7 +31,7 @@ enum class ParamKind {
   kBool,
   kString,
   kDType,
-  kIntList,         // also accepts a single int
+  kIntList,  // also accepts a single int
   kFloatList,
 };
 std::string_view param_kind_name(ParamKind k);
@@ -53,9 +53,9 @@ class OpDef;
 template <class T>
 struct OpArgs {
   const OpDef* op = nullptr;
-  std::string node;                       // program node id, for messages
-  std::vector<std::vector<T>> tensors;    // per param: 1 (tensor), n (list), 0
-  std::vector<Attr> attrs;                // per param: the attr value or none
+  std::string node;                     // program node id, for messages
+  std::vector<std::vector<T>> tensors;  // per param: 1 (tensor), n (list), 0
+  std::vector<Attr> attrs;              // per param: the attr value or none
 
   const T& tensor(size_t i) const { return tensors[i].at(0); }
   bool has_tensor(size_t i) const { return !tensors[i].empty(); }
@@ -85,7 +85,7 @@ using KernelFn = std::function<std::vector<Tensor>(const OpContext&, const OpArg
 class OpDef {
  public:
   std::string name;
-  std::string doc;                   // one line
+  std::string doc;  // one line
   std::vector<ParamSpec> params;
   std::vector<std::string> outputs;  // names of results, e.g. {"eigenvalues", "eigenvectors"}
   std::string dtypes;                // the dtype rule in words: "all", "floating and complex", ...

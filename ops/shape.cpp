@@ -37,8 +37,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw Error(ErrorCode::kShapeMismatch, std::string(op) + ": shapes " + shape_str(a) + " and " +
-                                                 shape_str(b) + " are not broadcastable");
+      throw Error(ErrorCode::kShapeMismatch,
+                  std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) + " are not broadcastable");
     }
     out[i] = da == 1 ? db : da;
   }
@@ -48,8 +48,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
   int64_t r = rank == 0 ? 1 : rank;  // PyTorch lets dim 0/-1 address a scalar
   if (dim < -r || dim >= r) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": dim " + std::to_string(dim) +
-                                                 " out of range for rank " + std::to_string(rank));
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(op) + ": dim " + std::to_string(dim) + " out of range for rank " + std::to_string(rank));
   }
   return dim < 0 ? dim + r : dim;
 }

@@ -10,14 +10,17 @@
 
 namespace tensord {
 
-std::string TensorMeta::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+std::string TensorMeta::str() const {
+  return std::string(dtype_name(dtype)) + shape_str(shape);
+}
 
 std::shared_ptr<Storage> Storage::host(size_t bytes) {
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   s->ptr_ = std::aligned_alloc(64, rounded);
-  if (!s->ptr_) throw Error(ErrorCode::kQuotaExceeded, "host out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (!s->ptr_)
+    throw Error(ErrorCode::kQuotaExceeded, "host out of memory allocating " + std::to_string(bytes) + " bytes");
   s->bytes_ = bytes;
   return s;
 }
@@ -84,14 +87,15 @@ Tensor Tensor::zeros_host(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor Tensor::empty(Backend* backend, Device d, DType dtype, Shape shape,
-                     std::shared_ptr<MemoryAccount> account) {
+Tensor Tensor::empty(Backend* backend, Device d, DType dtype, Shape shape, std::shared_ptr<MemoryAccount> account) {
   TensorMeta m{dtype, std::move(shape)};
   size_t bytes = m.nbytes();
   return Tensor(std::move(m), Storage::allocate(backend, d, bytes, std::move(account)));
 }
 
-Device Tensor::device() const { return storage_ ? storage_->device() : Device{}; }
+Device Tensor::device() const {
+  return storage_ ? storage_->device() : Device{};
+}
 
 Tensor Tensor::view(Shape shape) const {
   TensorMeta m{meta_.dtype, std::move(shape)};

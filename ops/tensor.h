@@ -81,8 +81,7 @@ class Tensor {
   // Zero-filled host tensor.
   static Tensor zeros_host(DType dtype, Shape shape);
   // Uninitialised tensor on a backend device, charged to `account`.
-  static Tensor empty(Backend* backend, Device d, DType dtype, Shape shape,
-                      std::shared_ptr<MemoryAccount> account);
+  static Tensor empty(Backend* backend, Device d, DType dtype, Shape shape, std::shared_ptr<MemoryAccount> account);
 
   bool defined() const { return storage_ != nullptr; }
   const TensorMeta& meta() const { return meta_; }
@@ -95,7 +94,9 @@ class Tensor {
 
   void* data() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <class T>
-  T* data_ptr() const { return static_cast<T*>(data()); }
+  T* data_ptr() const {
+    return static_cast<T*>(data());
+  }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // A view with another shape of the same numel (no copy).
@@ -103,7 +104,10 @@ class Tensor {
   // A deep copy into fresh host memory (CPU tensors only).
   Tensor clone_host() const;
   // Marks as a wrapped Python number for type promotion.
-  Tensor& set_wrapped_number(bool w) { meta_.wrapped_number = w; return *this; }
+  Tensor& set_wrapped_number(bool w) {
+    meta_.wrapped_number = w;
+    return *this;
+  }
 
  private:
   TensorMeta meta_;

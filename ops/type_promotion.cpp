@@ -5,7 +5,9 @@
 namespace tensord {
 namespace {
 
-DType promote_opt(std::optional<DType> a, DType b) { return a ? promote_types(*a, b) : b; }
+DType promote_opt(std::optional<DType> a, DType b) {
+  return a ? promote_types(*a, b) : b;
+}
 
 // c10's combine_categories: `higher` is the result of a higher-priority
 // tier, `lower` of the next one.
@@ -57,10 +59,16 @@ DType result_type(const std::vector<TensorMeta>& operands) {
   return r ? *r : DType::kFloat32;
 }
 
-DType result_type(const TensorMeta& a, const TensorMeta& b) { return result_type(std::vector<TensorMeta>{a, b}); }
+DType result_type(const TensorMeta& a, const TensorMeta& b) {
+  return result_type(std::vector<TensorMeta>{a, b});
+}
 
-bool can_cast(DType from, DType to) { return dtype_category(from) <= dtype_category(to); }
+bool can_cast(DType from, DType to) {
+  return dtype_category(from) <= dtype_category(to);
+}
 
-DType to_floating_default(DType t) { return dtype_category(t) <= 1 ? DType::kFloat32 : t; }
+DType to_floating_default(DType t) {
+  return dtype_category(t) <= 1 ? DType::kFloat32 : t;
+}
 
 }  // namespace tensord

@@ -61,8 +61,8 @@ void Engine::worker_loop() {
 JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancelled) {
   using clock = std::chrono::steady_clock;
   const auto t_submit = clock::now();
-  const auto deadline = spec.deadline_ms > 0 ? t_submit + std::chrono::milliseconds(spec.deadline_ms)
-                                             : clock::time_point::max();
+  const auto deadline =
+      spec.deadline_ms > 0 ? t_submit + std::chrono::milliseconds(spec.deadline_ms) : clock::time_point::max();
   // Validation, binding, shape inference and planning happen on the caller's
   // thread before queueing: a bad program never takes a worker.
   std::map<std::string, TensorMeta> input_metas;
@@ -159,7 +159,8 @@ JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* can
   }
   std::set<std::string> seen;
   for (const auto& w : writes) {
-    if (!seen.insert(w.first).second) throw Error(ErrorCode::kBadRequest, "stored tensor '" + w.first + "' is written twice");
+    if (!seen.insert(w.first).second)
+      throw Error(ErrorCode::kBadRequest, "stored tensor '" + w.first + "' is written twice");
   }
   tenant.store.commit(std::move(writes));
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());

@@ -15,8 +15,8 @@ namespace tensord {
 
 namespace {
 prometheus::Histogram::BucketBoundaries time_buckets() {
-  return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-          0.025,   0.05,     0.1,     0.25,   0.5,     1,      2.5,   5,      10,    30, 60, 300};
+  return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,    0.1,      0.25,    0.5,    1,       2.5,    5,     10,     30,    60,   300};
 }
 }  // namespace
 
@@ -40,17 +40,33 @@ struct EngineMetrics::Impl {
 EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>()) {
   auto& reg = metrics_registry();
   impl_->backend = std::move(backend);
-  impl_->jobs = &prometheus::BuildCounter().Name("tensord_jobs_total").Help("Jobs finished, by final state").Register(reg);
-  impl_->queue_s = &prometheus::BuildHistogram().Name("tensord_job_queue_seconds").Help("Time jobs waited in the queue").Register(reg);
-  impl_->run_s = &prometheus::BuildHistogram().Name("tensord_job_run_seconds").Help("Time jobs ran on a partition").Register(reg);
-  impl_->busy = &prometheus::BuildCounter().Name("tensord_tenant_busy_seconds_total").Help("Device time used per tenant and partition").Register(reg);
-  impl_->launches = &prometheus::BuildCounter().Name("tensord_op_launches_total").Help("Op kernel launches").Register(reg);
+  impl_->jobs =
+      &prometheus::BuildCounter().Name("tensord_jobs_total").Help("Jobs finished, by final state").Register(reg);
+  impl_->queue_s = &prometheus::BuildHistogram()
+                        .Name("tensord_job_queue_seconds")
+                        .Help("Time jobs waited in the queue")
+                        .Register(reg);
+  impl_->run_s =
+      &prometheus::BuildHistogram().Name("tensord_job_run_seconds").Help("Time jobs ran on a partition").Register(reg);
+  impl_->busy = &prometheus::BuildCounter()
+                     .Name("tensord_tenant_busy_seconds_total")
+                     .Help("Device time used per tenant and partition")
+                     .Register(reg);
+  impl_->launches =
+      &prometheus::BuildCounter().Name("tensord_op_launches_total").Help("Op kernel launches").Register(reg);
   impl_->op_s = &prometheus::BuildHistogram().Name("tensord_op_seconds").Help("Op kernel time").Register(reg);
-  impl_->depth = &prometheus::BuildGauge().Name("tensord_queue_depth").Help("Jobs waiting per tenant and partition").Register(reg);
-  impl_->inflight = &prometheus::BuildGauge().Name("tensord_partition_inflight").Help("Jobs running on a partition").Register(reg);
-  impl_->limit = &prometheus::BuildGauge().Name("tensord_partition_workqueue_limit").Help("Most jobs a partition runs at once").Register(reg);
-  impl_->mem = &prometheus::BuildGauge().Name("tensord_tenant_memory_bytes").Help("Bytes held by a tenant").Register(reg);
-  impl_->mem_limit = &prometheus::BuildGauge().Name("tensord_tenant_memory_limit_bytes").Help("A tenant's memory quota").Register(reg);
+  impl_->depth =
+      &prometheus::BuildGauge().Name("tensord_queue_depth").Help("Jobs waiting per tenant and partition").Register(reg);
+  impl_->inflight =
+      &prometheus::BuildGauge().Name("tensord_partition_inflight").Help("Jobs running on a partition").Register(reg);
+  impl_->limit = &prometheus::BuildGauge()
+                      .Name("tensord_partition_workqueue_limit")
+                      .Help("Most jobs a partition runs at once")
+                      .Register(reg);
+  impl_->mem =
+      &prometheus::BuildGauge().Name("tensord_tenant_memory_bytes").Help("Bytes held by a tenant").Register(reg);
+  impl_->mem_limit =
+      &prometheus::BuildGauge().Name("tensord_tenant_memory_limit_bytes").Help("A tenant's memory quota").Register(reg);
 }
 
 EngineMetrics::~EngineMetrics() = default;

@@ -14,8 +14,8 @@ class EngineMetrics {
   explicit EngineMetrics(std::string backend);
   ~EngineMetrics();
 
-  void job_finished(const std::string& tenant, const std::string& partition, const std::string& state,
-                    double queue_s, double run_s);
+  void job_finished(const std::string& tenant, const std::string& partition, const std::string& state, double queue_s,
+                    double run_s);
   void op_ran(const std::string& op, double seconds);
   void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
   void inflight(const std::string& partition, int64_t n, int64_t limit);

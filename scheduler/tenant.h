@@ -12,9 +12,7 @@ namespace tensord {
 
 struct Tenant {
   explicit Tenant(std::string n, int64_t memory_limit = INT64_MAX)
-      : name(std::move(n)),
-        account(std::make_shared<MemoryAccount>(name, memory_limit)),
-        store(account) {}
+      : name(std::move(n)), account(std::make_shared<MemoryAccount>(name, memory_limit)), store(account) {}
 
   std::string name;
   std::string partition = "default";

@@ -21,7 +21,8 @@ void validate_tensor_name(const std::string& name) {
       continue;
     }
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) bad("only [A-Za-z0-9_.-] and '/' are allowed");
   }
 }
@@ -66,7 +67,8 @@ bool TensorStore::erase(const std::string& name) {
 std::vector<StoredInfo> TensorStore::list(const std::string& prefix) const {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<StoredInfo> out;
-  for (auto it = tensors_.lower_bound(prefix); it != tensors_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+  for (auto it = tensors_.lower_bound(prefix); it != tensors_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
     out.push_back(StoredInfo{it->first, it->second.meta(), static_cast<int64_t>(it->second.nbytes())});
   }
   return out;

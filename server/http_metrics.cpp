@@ -16,8 +16,8 @@ namespace tensord {
 namespace {
 
 std::string_view bounded_method(std::string_view m) {
-  static constexpr std::array<std::string_view, 9> kKnown = {
-      "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"};
+  static constexpr std::array<std::string_view, 9> kKnown = {"GET",   "HEAD",    "POST",    "PUT",  "DELETE",
+                                                             "PATCH", "OPTIONS", "CONNECT", "TRACE"};
   for (auto k : kKnown) {
     if (k == m) return k;
   }
@@ -62,11 +62,9 @@ HttpMetrics::HttpMetrics() : impl_(std::make_unique<Impl>()) {
 
 HttpMetrics::~HttpMetrics() = default;
 
-void HttpMetrics::record(std::string_view route, std::string_view method, int status,
-                         double seconds) {
+void HttpMetrics::record(std::string_view route, std::string_view method, int status, double seconds) {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
   if (route.empty()) route = kUnmatchedRoute;
   method = bounded_method(method);
   if (status < 100 || status > 999) status = 0;
@@ -88,9 +86,8 @@ void HttpMetrics::record(std::string_view route, std::string_view method, int st
       }
     }
     if (counter == nullptr) {
-      counter = &impl_->requests->Add({{"route", it->first},
-                                       {"method", std::string(method)},
-                                       {"code", std::to_string(status)}});
+      counter = &impl_->requests->Add(
+          {{"route", it->first}, {"method", std::string(method)}, {"code", std::to_string(status)}});
       it->second.children.push_back({std::string(method), status, counter});
     }
   }

@@ -91,8 +91,7 @@ struct HttpServer::Impl {
   void poll_drain() {
     if (state->inflight.load() == 0 || std::chrono::steady_clock::now() >= drain_deadline) {
       if (state->inflight.load() != 0) {
-        std::cerr << "tensord: drain timeout with " << state->inflight.load()
-                  << " requests in flight" << std::endl;
+        std::cerr << "tensord: drain timeout with " << state->inflight.load() << " requests in flight" << std::endl;
       }
       ioc.stop();
       return;
@@ -126,27 +125,31 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.options.io_threads = impl_->threads;
   state.router = std::move(router);
   state.metrics = &HttpMetrics::global();
-  impl_->handlers = std::make_unique<net::thread_pool>(
-      static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
-  state.offload = [pool = impl_->handlers.get()](std::function<void()> task) {
-    net::post(*pool, std::move(task));
-  };
+  impl_->handlers =
+      std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
+  state.offload = [pool = impl_->handlers.get()](std::function<void()> task) { net::post(*pool, std::move(task)); };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {
     impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
   } catch (const std::exception& e) {
-    throw std::runtime_error("listen on " + state.options.host + ":" +
-                             std::to_string(state.options.port) + ": " + e.what());
+    throw std::runtime_error("listen on " + state.options.host + ":" + std::to_string(state.options.port) + ": " +
+                             e.what());
   }
 }
 
 HttpServer::~HttpServer() = default;
 
-uint16_t HttpServer::port() const { return impl_->listener->port(); }
+uint16_t HttpServer::port() const {
+  return impl_->listener->port();
+}
 
-bool HttpServer::draining() const { return impl_->state->draining.load(); }
+bool HttpServer::draining() const {
+  return impl_->state->draining.load();
+}
 
-size_t HttpServer::inflight() const { return impl_->state->inflight.load(); }
+size_t HttpServer::inflight() const {
+  return impl_->state->inflight.load();
+}
 
 void HttpServer::request_stop() {
   net::post(impl_->control, [impl = impl_.get()] { impl->begin_drain(); });

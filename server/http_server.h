@@ -18,11 +18,11 @@ class Router;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 8080;                 // 0 = an ephemeral port (see HttpServer::port())
-  size_t max_body_bytes = 1ull << 30;   // larger bodies get 413 payload_too_large
-  size_t max_header_bytes = 16 * 1024;  // request line + headers; larger is 400
-  int io_threads = 0;                   // <= 0: max(2, hardware_concurrency)
-  int handler_threads = 32;             // pool for kOffload routes (handlers that wait on jobs)
+  uint16_t port = 8080;                     // 0 = an ephemeral port (see HttpServer::port())
+  size_t max_body_bytes = 1ull << 30;       // larger bodies get 413 payload_too_large
+  size_t max_header_bytes = 16 * 1024;      // request line + headers; larger is 400
+  int io_threads = 0;                       // <= 0: max(2, hardware_concurrency)
+  int handler_threads = 32;                 // pool for kOffload routes (handlers that wait on jobs)
   std::chrono::seconds header_timeout{30};  // to receive a request's headers; also
                                             // the inactivity limit while a body or
                                             // a response is in transit

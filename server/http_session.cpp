@@ -79,8 +79,7 @@ HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
 
 HttpResponse internal_error(const char* what, const HttpRequest& req) {
   std::cerr << "tensord: internal error: request_id=" << req.request_id << " " << req.method << " "
-            << (req.route.empty() ? std::string("(unmatched)") : req.route) << ": " << what
-            << std::endl;
+            << (req.route.empty() ? std::string("(unmatched)") : req.route) << ": " << what << std::endl;
   return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), req.request_id);
 }
 
@@ -89,12 +88,13 @@ HttpResponse internal_error(const char* what, const HttpRequest& req) {
 HttpSession::HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state)
     : stream_(std::move(socket)), state_(std::move(state)) {}
 
-HttpSession::~HttpSession() { end_request(); }
+HttpSession::~HttpSession() {
+  end_request();
+}
 
 void HttpSession::run() {
   // Start on the session's strand (the socket's executor).
-  net::dispatch(stream_.get_executor(),
-                [self = shared_from_this()] { self->do_read_header(); });
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read_header(); });
 }
 
 void HttpSession::begin_request() {
@@ -122,12 +122,10 @@ void HttpSession::do_read_header() {
   version_ = 11;
   // The first request must arrive within header_timeout; later ones on a
   // kept-alive connection within idle_timeout.
-  stream_.expires_after(first_request_ ? state_->options.header_timeout
-                                       : state_->options.idle_timeout);
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                            self->on_read_header(ec, n);
-                          });
+  stream_.expires_after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
+  http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    self->on_read_header(ec, n);
+  });
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
@@ -150,10 +148,9 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (expect != msg.end() && iequals(expect->value(), "100-continue") && msg.version() >= 11) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     stream_.expires_after(state_->options.header_timeout);
-    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
-                     [self = shared_from_this()](beast::error_code wec, std::size_t n) {
-                       self->on_continue_sent(wec, n);
-                     });
+    net::async_write(
+        stream_, net::buffer(kContinue.data(), kContinue.size()),
+        [self = shared_from_this()](beast::error_code wec, std::size_t n) { self->on_continue_sent(wec, n); });
     return;
   }
   do_read_body();
@@ -168,10 +165,9 @@ void HttpSession::do_read_body() {
   // header_timeout is the inactivity limit while the body streams in, so a
   // large upload on a slow link is fine and a stalled one is not.
   stream_.expires_after(state_->options.header_timeout);
-  http::async_read_some(stream_, buffer_, *parser_,
-                        [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                          self->on_read_body(ec, n);
-                        });
+  http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    self->on_read_body(ec, n);
+  });
 }
 
 void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
@@ -187,20 +183,19 @@ void HttpSession::on_read_error(beast::error_code ec) {
       method_ = std::string(parser_->get().method_string());
     }
     begin_request();
-    return reply_and_close(Error(ErrorCode::kPayloadTooLarge,
-                                 "request body exceeds the limit of " +
-                                     std::to_string(state_->options.max_body_bytes) + " bytes"));
+    return reply_and_close(
+        Error(ErrorCode::kPayloadTooLarge,
+              "request body exceeds the limit of " + std::to_string(state_->options.max_body_bytes) + " bytes"));
   }
   if (ec == http::error::header_limit) {
     begin_request();
     if (request_id_.empty()) request_id_ = new_request_id();
-    return reply_and_close(Error(ErrorCode::kBadRequest,
-                                 "request headers exceed " +
-                                     std::to_string(state_->options.max_header_bytes) + " bytes"));
+    return reply_and_close(
+        Error(ErrorCode::kBadRequest,
+              "request headers exceed " + std::to_string(state_->options.max_header_bytes) + " bytes"));
   }
   // A peer that goes away or stays silent just loses its connection.
-  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
-      !is_http_error(ec)) {
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message || !is_http_error(ec)) {
     return do_close(false);
   }
   // Anything else from the HTTP parser: the bytes are not HTTP/1.1.
@@ -242,13 +237,12 @@ void HttpSession::handle_request() {
     // Run on the handler pool; come back to this connection's strand to write.
     state_->offload([self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
       HttpResponse out = self->call_handler(req);
-      net::post(self->stream_.get_executor(),
-                [self, out = std::move(out), route = std::move(req.route), head = req.method == "HEAD",
-                 client_keep_alive]() mutable {
-                  self->route_ = std::move(route);
-                  bool keep_alive = client_keep_alive && !self->state_->draining.load();
-                  self->send(std::move(out), head, keep_alive);
-                });
+      net::post(self->stream_.get_executor(), [self, out = std::move(out), route = std::move(req.route),
+                                               head = req.method == "HEAD", client_keep_alive]() mutable {
+        self->route_ = std::move(route);
+        bool keep_alive = client_keep_alive && !self->state_->draining.load();
+        self->send(std::move(out), head, keep_alive);
+      });
     });
     return;
   }
@@ -274,14 +268,13 @@ HttpResponse HttpSession::call_handler(HttpRequest& req) {
 void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
   int status = out.status;
   if (status < 200 || status > 999) {
-    std::cerr << "tensord: internal error: request_id=" << request_id_ << " handler returned status "
-              << status << std::endl;
+    std::cerr << "tensord: internal error: request_id=" << request_id_ << " handler returned status " << status
+              << std::endl;
     out = safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id_);
     status = out.status;
   }
   if (state_->metrics != nullptr) {
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     state_->metrics->record(route_, method_, status, seconds);
   }
 
@@ -294,16 +287,15 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
   bool has_length = false;
   for (const auto& [name, value] : out.headers) {
     if (!valid_header(name, value)) {
-      std::cerr << "tensord: request_id=" << request_id_ << ": dropped invalid response header "
-                << name << std::endl;
+      std::cerr << "tensord: request_id=" << request_id_ << ": dropped invalid response header " << name << std::endl;
       continue;
     }
     if (iequals(name, "content-length")) {
       if (!head) continue;  // computed below from the body
       has_length = true;
     }
-    if (iequals(name, "connection") || iequals(name, "transfer-encoding") ||
-        iequals(name, "server") || iequals(name, "x-request-id")) {
+    if (iequals(name, "connection") || iequals(name, "transfer-encoding") || iequals(name, "server") ||
+        iequals(name, "x-request-id")) {
       continue;  // owned by the session
     }
     res_.insert(name, value);
@@ -331,9 +323,7 @@ void HttpSession::do_write() {
   // Inactivity limit per chunk, as for request bodies.
   stream_.expires_after(state_->options.header_timeout);
   http::async_write_some(stream_, *serializer_,
-                         [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                           self->on_write(ec, n);
-                         });
+                         [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_write(ec, n); });
 }
 
 void HttpSession::on_write(beast::error_code ec, std::size_t) {
@@ -356,19 +346,17 @@ void HttpSession::do_close(bool linger) {
   if (!linger || ec) return;  // the last handler's ref goes: the socket closes
   discard_ = std::make_unique<std::array<char, 16 * 1024>>();
   stream_.expires_after(kLingerTime);
-  stream_.async_read_some(net::buffer(*discard_),
-                          [self = shared_from_this()](beast::error_code rec, std::size_t n) {
-                            self->on_linger(rec, n);
-                          });
+  stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+    self->on_linger(rec, n);
+  });
 }
 
 void HttpSession::on_linger(beast::error_code ec, std::size_t bytes) {
   lingered_bytes_ += bytes;
   if (ec || lingered_bytes_ > kLingerMaxBytes) return;  // done: the socket closes
-  stream_.async_read_some(net::buffer(*discard_),
-                          [self = shared_from_this()](beast::error_code rec, std::size_t n) {
-                            self->on_linger(rec, n);
-                          });
+  stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+    self->on_linger(rec, n);
+  });
 }
 
 }  // namespace tensord

@@ -66,7 +66,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool linger_ = false;
   std::size_t lingered_bytes_ = 0;
   std::string request_id_;
-  std::string route_;   // for metrics: template, or "" when unmatched
+  std::string route_;  // for metrics: template, or "" when unmatched
   std::string method_;
   unsigned version_ = 11;  // of the request being answered: 10 or 11
   std::chrono::steady_clock::time_point start_;

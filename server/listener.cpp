@@ -9,12 +9,8 @@
 
 namespace tensord {
 
-Listener::Listener(net::io_context& ioc, const tcp::endpoint& endpoint,
-                   std::shared_ptr<ServerState> state)
-    : ioc_(ioc),
-      acceptor_(net::make_strand(ioc)),
-      retry_timer_(acceptor_.get_executor()),
-      state_(std::move(state)) {
+Listener::Listener(net::io_context& ioc, const tcp::endpoint& endpoint, std::shared_ptr<ServerState> state)
+    : ioc_(ioc), acceptor_(net::make_strand(ioc)), retry_timer_(acceptor_.get_executor()), state_(std::move(state)) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(net::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
@@ -23,8 +19,7 @@ Listener::Listener(net::io_context& ioc, const tcp::endpoint& endpoint,
 }
 
 void Listener::run() {
-  net::dispatch(acceptor_.get_executor(),
-                [self = shared_from_this()] { self->do_accept(); });
+  net::dispatch(acceptor_.get_executor(), [self = shared_from_this()] { self->do_accept(); });
 }
 
 void Listener::stop() {
@@ -38,10 +33,9 @@ void Listener::stop() {
 void Listener::do_accept() {
   if (!acceptor_.is_open()) return;
   // Each connection gets its own strand: its handlers never run concurrently.
-  acceptor_.async_accept(net::make_strand(ioc_),
-                         [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-                           self->on_accept(ec, std::move(socket));
-                         });
+  acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    self->on_accept(ec, std::move(socket));
+  });
 }
 
 void Listener::on_accept(beast::error_code ec, tcp::socket socket) {

@@ -36,8 +36,7 @@ std::string percent_decode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
-void parse_target(std::string_view target, std::string& path,
-                  std::map<std::string, std::string>& query) {
+void parse_target(std::string_view target, std::string& path, std::map<std::string, std::string>& query) {
   if (target.empty() || target[0] != '/') {
     throw Error(ErrorCode::kBadRequest, "request target must be an absolute path");
   }
@@ -57,8 +56,7 @@ void parse_target(std::string_view target, std::string& path,
     if (item.empty()) continue;
     size_t eq = item.find('=');
     std::string key = percent_decode(item.substr(0, eq), true);
-    std::string value =
-        eq == std::string_view::npos ? std::string{} : percent_decode(item.substr(eq + 1), true);
+    std::string value = eq == std::string_view::npos ? std::string{} : percent_decode(item.substr(eq + 1), true);
     query[std::move(key)] = std::move(value);
   }
 }

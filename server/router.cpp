@@ -84,15 +84,14 @@ void Router::add(std::string method, std::string route_template, Handler h, Disp
   routes_.push_back(std::move(r));
   std::stable_sort(routes_.begin(), routes_.end(), [](const Route& a, const Route& b) {
     auto key = [](const Route& x) {
-      return std::make_tuple(x.params == 0 ? 0 : 1, -static_cast<long>(x.literal_chars),
-                             x.greedy ? 1 : 0, x.order);
+      return std::make_tuple(x.params == 0 ? 0 : 1, -static_cast<long>(x.literal_chars), x.greedy ? 1 : 0, x.order);
     };
     return key(a) < key(b);
   });
 }
 
-bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::string& path,
-                   size_t pos, std::map<std::string, std::string>& params) {
+bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                   std::map<std::string, std::string>& params) {
   if (piece == pieces.size()) return pos == path.size();
   const Piece& p = pieces[piece];
   if (!p.param) {
@@ -156,8 +155,7 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
     return get_match->handler(req);
   }
   if (path_match == nullptr) {
-    throw Error(ErrorCode::kNotFound,
-                "no route for " + printable(req.method, 16) + " " + printable(req.path));
+    throw Error(ErrorCode::kNotFound, "no route for " + printable(req.method, 16) + " " + printable(req.path));
   }
   // API.md section 2 has no code for a wrong method on a known path. We answer
   // with the HTTP status (405 + Allow, RFC 9110 15.5.6) and the error body shape
@@ -170,8 +168,8 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
   res.status = 405;
   res.headers.emplace_back("Allow", allowed);
   res.body = "{\"error\":{\"code\":\"method_not_allowed\",\"message\":" +
-             json_quote("method " + printable(req.method, 16) + " not allowed on " +
-                        path_match->route_template + "; allowed: " + allowed) +
+             json_quote("method " + printable(req.method, 16) + " not allowed on " + path_match->route_template +
+                        "; allowed: " + allowed) +
              ",\"request_id\":" + json_quote(req.request_id) + "}}";
   return res;
 }

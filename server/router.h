@@ -65,8 +65,8 @@ class Router {
     size_t order = 0;
   };
 
-  static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path,
-                    size_t pos, std::map<std::string, std::string>& params);
+  static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                    std::map<std::string, std::string>& params);
 
   // Routes sorted by precedence (see above).
   std::vector<Route> routes_;

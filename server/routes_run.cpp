@@ -18,7 +18,8 @@ void add_run_routes(Router& r, AppContext& app) {
       auto body = std::make_shared<const std::string>(std::move(req.body));
       SafetensorsFile f = parse_safetensors(body);
       auto it = f.metadata.find("request");
-      if (it == f.metadata.end()) throw Error(ErrorCode::kBadRequest, "safetensors request without __metadata__[\"request\"]");
+      if (it == f.metadata.end())
+        throw Error(ErrorCode::kBadRequest, "safetensors request without __metadata__[\"request\"]");
       rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
       std::map<std::string, Tensor> inputs;
       for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));

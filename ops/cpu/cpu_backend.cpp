@@ -67,7 +67,9 @@ void CpuBackend::copy_on_device(Stream s, void* dst, const void* src, size_t byt
   if (bytes) std::memmove(dst, src, bytes);
 }
 
-Stream CpuBackend::create_stream(Device d) { return Stream{d, next_stream_.fetch_add(1)}; }
+Stream CpuBackend::create_stream(Device d) {
+  return Stream{d, next_stream_.fetch_add(1)};
+}
 
 bool CpuBackend::supports_op(std::string_view op) const {
   const OpDef* def = OpRegistry::global().find(op);

@@ -25,7 +25,9 @@ namespace {
 
 constexpr int64_t kFillGrain = int64_t{1} << 16;  // elements per parallel chunk
 
-ParamSpec size_param() { return ParamSpec{"size", ParamKind::kIntList, Attr(), false, false}; }
+ParamSpec size_param() {
+  return ParamSpec{"size", ParamKind::kIntList, Attr(), false, false};
+}
 ParamSpec dtype_kwarg(Attr def) {
   bool none = def.is_none();
   return ParamSpec{"dtype", ParamKind::kDType, std::move(def), none, true};
@@ -60,12 +62,33 @@ void fill_bytes(const OpContext& ctx, const Tensor& t, const void* elem) {
   const int64_t n = t.numel();
   if (n == 0) return;
   switch (dtype_size(t.dtype())) {
-    case 1: { uint8_t v; std::memcpy(&v, elem, 1); return fill_typed(ctx, t.data_ptr<uint8_t>(), n, v); }
-    case 2: { uint16_t v; std::memcpy(&v, elem, 2); return fill_typed(ctx, t.data_ptr<uint16_t>(), n, v); }
-    case 4: { uint32_t v; std::memcpy(&v, elem, 4); return fill_typed(ctx, t.data_ptr<uint32_t>(), n, v); }
-    case 8: { uint64_t v; std::memcpy(&v, elem, 8); return fill_typed(ctx, t.data_ptr<uint64_t>(), n, v); }
-    case 16: { Bytes16 v; std::memcpy(&v, elem, 16); return fill_typed(ctx, t.data_ptr<Bytes16>(), n, v); }
-    default: TENSORD_ASSERT(false && "fill: unsupported element size");
+    case 1: {
+      uint8_t v;
+      std::memcpy(&v, elem, 1);
+      return fill_typed(ctx, t.data_ptr<uint8_t>(), n, v);
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, elem, 2);
+      return fill_typed(ctx, t.data_ptr<uint16_t>(), n, v);
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, elem, 4);
+      return fill_typed(ctx, t.data_ptr<uint32_t>(), n, v);
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, elem, 8);
+      return fill_typed(ctx, t.data_ptr<uint64_t>(), n, v);
+    }
+    case 16: {
+      Bytes16 v;
+      std::memcpy(&v, elem, 16);
+      return fill_typed(ctx, t.data_ptr<Bytes16>(), n, v);
+    }
+    default:
+      TENSORD_ASSERT(false && "fill: unsupported element size");
   }
 }
 
@@ -224,7 +247,8 @@ void generate_blocks(const OpContext& ctx, Out* dst, int64_t n_real, uint64_t se
   ctx.parallel_for(blocks, 4096, [&](int64_t b, int64_t e) {
     const int64_t mid = std::clamp(full, b, e);
     // Straight into the output: a loop the compiler can vectorize.
-    for (int64_t blk = b; blk < mid; ++blk) gen(kernels::philox_block(seed, static_cast<uint64_t>(blk)), dst + blk * kPer);
+    for (int64_t blk = b; blk < mid; ++blk)
+      gen(kernels::philox_block(seed, static_cast<uint64_t>(blk)), dst + blk * kPer);
     for (int64_t blk = mid; blk < e; ++blk) {  // the last, partial block
       Out vals[kPer];
       gen(kernels::philox_block(seed, static_cast<uint64_t>(blk)), vals);
@@ -304,8 +328,7 @@ void add_full(OpRegistry& r) {
   OpDef op;
   op.name = "full";
   op.doc = "A tensor of shape `size` filled with fill_value; dtype None infers bool/int64/float32 from the value.";
-  op.params = {size_param(), ParamSpec{"fill_value", ParamKind::kFloat, Attr(), false, false},
-               dtype_kwarg(Attr())};
+  op.params = {size_param(), ParamSpec{"fill_value", ParamKind::kFloat, Attr(), false, false}, dtype_kwarg(Attr())};
   op.outputs = {"out"};
   op.dtypes = "all";
   auto dtype_of = [](const std::vector<Attr>& a) {
@@ -340,8 +363,7 @@ void add_constant(OpRegistry& r, const char* name, double value) {
   op.dtypes = "all";
   std::string n = name;
   op.infer = [n](const OpArgs<TensorMeta>& a) {
-    return std::vector<TensorMeta>{
-        {a.attr(1).to_dtype((n + ": dtype").c_str()), size_of(a.attr(0), n.c_str())}};
+    return std::vector<TensorMeta>{{a.attr(1).to_dtype((n + ": dtype").c_str()), size_of(a.attr(0), n.c_str())}};
   };
   op.kernels["cpu"] = [n, value](const OpContext& ctx, const OpArgs<Tensor>& a) {
     DType t = a.attr(1).to_dtype((n + ": dtype").c_str());
@@ -357,7 +379,8 @@ void add_constant(OpRegistry& r, const char* name, double value) {
 void add_arange(OpRegistry& r) {
   OpDef op;
   op.name = "arange";
-  op.doc = "Values start, start+step, ... below end (arange(n) = 0..n-1); int args give int64, any float gives float32.";
+  op.doc =
+      "Values start, start+step, ... below end (arange(n) = 0..n-1); int args give int64, any float gives float32.";
   op.params = {ParamSpec{"start", ParamKind::kFloat, Attr(), false, false},
                ParamSpec{"end", ParamKind::kFloat, Attr(), true, false},
                ParamSpec{"step", ParamKind::kFloat, Attr(int64_t{1}), false, false}, dtype_kwarg(Attr())};
@@ -382,16 +405,15 @@ void add_random(OpRegistry& r, const char* name, Dist dist) {
   op.doc = dist == Dist::kUniform
                ? "Uniform random values in [0, 1); deterministic given `seed` (Philox4x32-10, counter = element)."
                : "Standard normal random values; deterministic given `seed` (Philox4x32-10 + Box-Muller).";
-  op.params = {size_param(), dtype_kwarg(Attr("float32")),
-               ParamSpec{"seed", ParamKind::kInt, Attr(), true, true}};
+  op.params = {size_param(), dtype_kwarg(Attr("float32")), ParamSpec{"seed", ParamKind::kInt, Attr(), true, true}};
   op.outputs = {"out"};
   op.dtypes = "float16, bfloat16, float32, float64, complex64, complex128";
   std::string n = name;
   auto dtype_of = [n](const Attr& a) {
     DType t = a.to_dtype((n + ": dtype").c_str());
     if (!random_dtype_ok(t)) {
-      throw Error(ErrorCode::kDtypeMismatch, n + ": unsupported dtype " + std::string(dtype_name(t)) +
-                                                 " (expected a floating or complex dtype)");
+      throw Error(ErrorCode::kDtypeMismatch,
+                  n + ": unsupported dtype " + std::string(dtype_name(t)) + " (expected a floating or complex dtype)");
     }
     return t;
   };

@@ -151,7 +151,8 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
   const int64_t n = a.shape().back();
   if (n == 0 || a.numel() == 0) return;
   if (n > 46340) {  // n * n must fit LAPACK's int
-    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": matrices larger than 46340 x 46340 are not supported");
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(op) + ": matrices larger than 46340 x 46340 are not supported");
   }
   const int64_t nn = n * n;
   const int64_t batch = a.numel() / nn;
@@ -182,9 +183,9 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
         }
       }
       std::memcpy(ws.a.data(), m, static_cast<size_t>(nn) * sizeof(T));
-      const lapack_int info = evd(jobz, lapack_uplo, static_cast<lapack_int>(n), ws.a.data(), w_out + bi * n,
-                                  ws.work.data(), sizes.lwork, ws.rwork.data(), sizes.lrwork, ws.iwork.data(),
-                                  sizes.liwork);
+      const lapack_int info =
+          evd(jobz, lapack_uplo, static_cast<lapack_int>(n), ws.a.data(), w_out + bi * n, ws.work.data(), sizes.lwork,
+              ws.rwork.data(), sizes.lrwork, ws.iwork.data(), sizes.liwork);
       if (info > 0) {
         throw Error(ErrorCode::kNumericalError, std::string(op) + ": the algorithm failed to converge (matrix " +
                                                     std::to_string(bi) + ", info " + std::to_string(info) + ")");
@@ -212,13 +213,17 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
 void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op) {
   TENSORD_ASSERT(uplo == 'L' || uplo == 'U');
   switch (a.dtype()) {
-    case DType::kFloat32: return eigh_typed<float>(ctx, a, uplo, w, v, op);
-    case DType::kFloat64: return eigh_typed<double>(ctx, a, uplo, w, v, op);
-    case DType::kComplex64: return eigh_typed<std::complex<float>>(ctx, a, uplo, w, v, op);
-    case DType::kComplex128: return eigh_typed<std::complex<double>>(ctx, a, uplo, w, v, op);
+    case DType::kFloat32:
+      return eigh_typed<float>(ctx, a, uplo, w, v, op);
+    case DType::kFloat64:
+      return eigh_typed<double>(ctx, a, uplo, w, v, op);
+    case DType::kComplex64:
+      return eigh_typed<std::complex<float>>(ctx, a, uplo, w, v, op);
+    case DType::kComplex128:
+      return eigh_typed<std::complex<double>>(ctx, a, uplo, w, v, op);
     default:
-      throw Error(ErrorCode::kDtypeMismatch, std::string(op) + ": not implemented for dtype " +
-                                                 std::string(dtype_name(a.dtype())));
+      throw Error(ErrorCode::kDtypeMismatch,
+                  std::string(op) + ": not implemented for dtype " + std::string(dtype_name(a.dtype())));
   }
 }
 

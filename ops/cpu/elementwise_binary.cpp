@@ -54,9 +54,13 @@ EwParams alpha_params(const char* op, const Attr& alpha, DType common) {
   return p;
 }
 
-bool alpha_is_one(const Attr& a) { return a.is_none() || (a.is_number() && a.to_double("alpha") == 1.0); }
+bool alpha_is_one(const Attr& a) {
+  return a.is_none() || (a.is_number() && a.to_double("alpha") == 1.0);
+}
 
-std::vector<TensorMeta> one(DType t, Shape s) { return {ew_meta(t, std::move(s))}; }
+std::vector<TensorMeta> one(DType t, Shape s) {
+  return {ew_meta(t, std::move(s))};
+}
 
 // ---- add / sub ----
 

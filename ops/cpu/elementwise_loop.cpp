@@ -14,7 +14,9 @@ namespace {
 
 constexpr int64_t kCastBlock = 1024;  // elements cast per kernel call
 
-bool is_narrow(DType t) { return is_floating(t) && t != DType::kFloat32 && t != DType::kFloat64; }
+bool is_narrow(DType t) {
+  return is_floating(t) && t != DType::kFloat32 && t != DType::kFloat64;
+}
 
 // Output shape after coalescing: dims of size 1 dropped, neighbours merged
 // when every input's strides allow it. The output is contiguous.
@@ -87,7 +89,9 @@ bool needs_via(const EwInput& in) {
 
 }  // namespace
 
-DType ew_compute_dtype(DType t) { return is_narrow(t) ? DType::kFloat32 : t; }
+DType ew_compute_dtype(DType t) {
+  return is_narrow(t) ? DType::kFloat32 : t;
+}
 
 EwInput ew_input(const Tensor& t, DType common, bool keep_scalar_precision) {
   EwInput in;

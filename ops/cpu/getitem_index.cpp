@@ -113,7 +113,8 @@ IndexedView apply_index(const std::vector<IndexItem>& items, const Shape& shape)
     if (it.kind == IndexItem::Kind::kInt || it.kind == IndexItem::Kind::kSlice) ++consumed;
     if (it.kind == IndexItem::Kind::kEllipsis) ++ellipses;
   }
-  if (ellipses > 1) throw Error(ErrorCode::kInvalidArgument, "getitem: an index can only have a single ellipsis ('...')");
+  if (ellipses > 1)
+    throw Error(ErrorCode::kInvalidArgument, "getitem: an index can only have a single ellipsis ('...')");
   if (consumed > rank) {
     throw Error(ErrorCode::kInvalidArgument, "getitem: too many indices for tensor of dimension " +
                                                  std::to_string(rank) + " (got " + std::to_string(consumed) + ")");

@@ -43,7 +43,9 @@ const bool kHaveF16C = false;
 
 }  // namespace
 
-bool have_f16c() { return kHaveF16C; }
+bool have_f16c() {
+  return kHaveF16C;
+}
 
 void f16_to_f32_n(const uint16_t* src, float* dst, int64_t n) {
 #ifdef TENSORD_X86_F16C

@@ -11,7 +11,9 @@
 namespace tensord {
 namespace {
 
-ParamSpec tensor_param(const char* name) { return ParamSpec{name, ParamKind::kTensor, Attr(), false, false}; }
+ParamSpec tensor_param(const char* name) {
+  return ParamSpec{name, ParamKind::kTensor, Attr(), false, false};
+}
 
 void check_matmul_dtypes(DType a, DType b) {
   if (a != b) {
@@ -67,8 +69,8 @@ std::vector<TensorMeta> eigh_metas(const TensorMeta& a, const std::string& op) {
   }
   const DType t = a.dtype;
   if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kComplex64 && t != DType::kComplex128) {
-    throw Error(ErrorCode::kDtypeMismatch, op + ": expected a float32, float64, complex64 or complex128 input, got " +
-                                               std::string(dtype_name(t)));
+    throw Error(ErrorCode::kDtypeMismatch,
+                op + ": expected a float32, float64, complex64 or complex128 input, got " + std::string(dtype_name(t)));
   }
   Shape w(a.shape.begin(), a.shape.end() - 1);
   return {TensorMeta{to_real(t), w}, TensorMeta{t, a.shape}};
@@ -82,8 +84,8 @@ void add_eigh(OpRegistry& r, bool vectors) {
                      "reading only the UPLO triangle."
                    : "Eigenvalues (ascending) of Hermitian matrices, reading only the UPLO triangle.";
   op.params = {tensor_param("A"), ParamSpec{"UPLO", ParamKind::kString, Attr("L"), false, false}};
-  op.outputs = vectors ? std::vector<std::string>{"eigenvalues", "eigenvectors"}
-                       : std::vector<std::string>{"eigenvalues"};
+  op.outputs =
+      vectors ? std::vector<std::string>{"eigenvalues", "eigenvectors"} : std::vector<std::string>{"eigenvalues"};
   op.dtypes = "float32, float64, complex64, complex128 (eigenvalues real)";
   op.infer = [name, vectors](const OpArgs<TensorMeta>& a) {
     uplo_of(a.attr(1), name);

@@ -20,9 +20,9 @@ struct OpContext;
 // promoted to a matrix ([k] -> [1, k] on the left, [k, 1] on the right) and
 // the added dim removed from the result, batch dims broadcast.
 struct MatmulPlan {
-  Shape out;                // result shape
-  Shape batch;              // broadcast batch shape
-  Shape a_batch, b_batch;   // the operands' own batch shapes
+  Shape out;               // result shape
+  Shape batch;             // broadcast batch shape
+  Shape a_batch, b_batch;  // the operands' own batch shapes
   int64_t m = 0, k = 0, n = 0;
 };
 // Throws shape_mismatch ("matmul: ...") for 0-d operands or mismatched
@@ -42,7 +42,6 @@ void set_blas_single_threaded();
 // `v` is not null, orthonormal eigenvectors as the columns of `*v`
 // (..., n, n). Throws numerical_error naming `op` for non-finite input or
 // when LAPACK does not converge.
-void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v,
-              const char* op);
+void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op);
 
 }  // namespace tensord

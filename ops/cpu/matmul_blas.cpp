@@ -142,8 +142,8 @@ void run_tiles(const OpContext& ctx, const Geometry& g,
                const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& fn) {
   const int64_t threads = ctx.pool ? ctx.pool->size() : 1;
   int64_t rb = g.m, cb = g.n;
-  const double flops = static_cast<double>(g.nb) * static_cast<double>(g.m) * static_cast<double>(g.n) *
-                       static_cast<double>(g.k);
+  const double flops =
+      static_cast<double>(g.nb) * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
   if (threads > 1 && flops > 262144.0 && g.nb < 4 * threads) {
     const int64_t want = (4 * threads + g.nb - 1) / g.nb;  // tiles per product
     const int64_t row_tiles = std::clamp<int64_t>(g.m / 32, 1, want);
@@ -264,8 +264,7 @@ Tensor matmul_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b) {
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       matmul_int<T>(ctx, g, a.data_ptr<T>(), b.data_ptr<T>(), out.data_ptr<T>());
     } else {
-      throw Error(ErrorCode::kDtypeMismatch,
-                  "matmul: not implemented for dtype " + std::string(dtype_name(a.dtype())));
+      throw Error(ErrorCode::kDtypeMismatch, "matmul: not implemented for dtype " + std::string(dtype_name(a.dtype())));
     }
   });
   return out;

@@ -137,6 +137,8 @@ OpDef make_argmax() {
 
 }  // namespace
 
-void register_reduction_argmax(OpRegistry& r) { r.add(make_argmax()); }
+void register_reduction_argmax(OpRegistry& r) {
+  r.add(make_argmax());
+}
 
 }  // namespace tensord::cpu

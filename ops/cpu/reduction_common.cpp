@@ -24,7 +24,9 @@ TensorMeta reduce_meta(DType t, Shape s) {
   return m;
 }
 
-void reduce_invalid(const std::string& msg) { throw Error(ErrorCode::kInvalidArgument, msg); }
+void reduce_invalid(const std::string& msg) {
+  throw Error(ErrorCode::kInvalidArgument, msg);
+}
 
 ReducePlan plan_reduce(const char* op, const Shape& in, const Attr& dim, bool keepdim) {
   const int64_t r = static_cast<int64_t>(in.size());
@@ -61,7 +63,9 @@ ReducePlan plan_reduce(const char* op, const Shape& in, const Attr& dim, bool ke
   return p;
 }
 
-bool keepdim_of(const Attr& a) { return !a.is_none() && a.to_bool("keepdim"); }
+bool keepdim_of(const Attr& a) {
+  return !a.is_none() && a.to_bool("keepdim");
+}
 
 void check_nonempty(const char* op, const Shape& in, const ReducePlan& p) {
   for (size_t i = 0; i < in.size(); ++i) {

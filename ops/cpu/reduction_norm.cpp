@@ -167,6 +167,8 @@ OpDef make_norm() {
 
 }  // namespace
 
-void register_reduction_norm(OpRegistry& r) { r.add(make_norm()); }
+void register_reduction_norm(OpRegistry& r) {
+  r.add(make_norm());
+}
 
 }  // namespace tensord::cpu

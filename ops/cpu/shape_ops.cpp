@@ -16,9 +16,13 @@
 namespace tensord {
 namespace {
 
-[[noreturn]] void fail(ErrorCode code, const std::string& msg) { throw Error(code, msg); }
+[[noreturn]] void fail(ErrorCode code, const std::string& msg) {
+  throw Error(code, msg);
+}
 
-ParamSpec tensor_param(const char* name) { return ParamSpec{name, ParamKind::kTensor, Attr(), false, false}; }
+ParamSpec tensor_param(const char* name) {
+  return ParamSpec{name, ParamKind::kTensor, Attr(), false, false};
+}
 ParamSpec attr_param(const char* name, ParamKind kind, Attr def = Attr()) {
   return ParamSpec{name, kind, std::move(def), false, false};
 }
@@ -103,7 +107,9 @@ std::vector<int64_t> transpose_perm(int64_t rank, int64_t d0, int64_t d1) {
 
 // torch.cat accepts legacy 1-D empty tensors of any dtype next to tensors of
 // any rank and skips them.
-bool cat_skipped(const TensorMeta& m) { return m.shape.size() == 1 && m.shape[0] == 0; }
+bool cat_skipped(const TensorMeta& m) {
+  return m.shape.size() == 1 && m.shape[0] == 0;
+}
 
 struct CatPlan {
   DType dtype;
@@ -122,8 +128,8 @@ CatPlan cat_plan(const std::vector<TensorMeta>& in, const std::vector<Shape>& sh
   size_t ref_i = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (shapes[i].empty()) {
-      fail(ErrorCode::kInvalidArgument,
-           std::string(op) + ": zero-dimensional tensor (at position " + std::to_string(i) + ") cannot be concatenated");
+      fail(ErrorCode::kInvalidArgument, std::string(op) + ": zero-dimensional tensor (at position " +
+                                            std::to_string(i) + ") cannot be concatenated");
     }
     if (!ref && !(cat_skipped(in[i]) && shapes[i].size() == 1)) {
       ref = &shapes[i];
@@ -168,9 +174,9 @@ std::vector<Shape> stack_shapes(const std::vector<TensorMeta>& in, int64_t dim) 
   if (in.empty()) fail(ErrorCode::kInvalidArgument, "stack: expected a non-empty list of tensors");
   for (size_t i = 1; i < in.size(); ++i) {
     if (in[i].shape != in[0].shape) {
-      fail(ErrorCode::kShapeMismatch, "stack: expects each tensor to be equal size, but got " +
-                                          shape_str(in[0].shape) + " at entry 0 and " + shape_str(in[i].shape) +
-                                          " at entry " + std::to_string(i));
+      fail(ErrorCode::kShapeMismatch, "stack: expects each tensor to be equal size, but got " + shape_str(in[0].shape) +
+                                          " at entry 0 and " + shape_str(in[i].shape) + " at entry " +
+                                          std::to_string(i));
     }
   }
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(in[0].shape.size()) + 1, "stack");
@@ -347,8 +353,9 @@ void add_stack(OpRegistry& r) {
 void add_getitem(OpRegistry& r) {
   OpDef op;
   op.name = "getitem";
-  op.doc = "Basic slicing x[index]; index is numpy subscript text such as \"0, 1:3, ..., ::2, None\" "
-           "(ints select, start:stop:step slices with step > 0, ... and None), or an int / int list.";
+  op.doc =
+      "Basic slicing x[index]; index is numpy subscript text such as \"0, 1:3, ..., ::2, None\" "
+      "(ints select, start:stop:step slices with step > 0, ... and None), or an int / int list.";
   op.params = {tensor_param("input"), attr_param("index", ParamKind::kString)};
   op.outputs = {"out"};
   op.dtypes = "all";

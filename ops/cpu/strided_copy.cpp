@@ -37,8 +37,7 @@ struct OuterIndexer {
 };
 
 template <class E>
-void copy_typed(const OpContext& ctx, const E* src, const Shape& shape, const std::vector<int64_t>& strides,
-                E* dst) {
+void copy_typed(const OpContext& ctx, const E* src, const Shape& shape, const std::vector<int64_t>& strides, E* dst) {
   const size_t r = shape.size();
   const int64_t n = shape_numel(shape);
   if (r == 0) {
@@ -155,12 +154,18 @@ void strided_copy(const OpContext& ctx, const void* src, size_t elem_size, const
     }
   }
   switch (elem_size) {
-    case 1: return copy_typed(ctx, static_cast<const uint8_t*>(src), sh, st, static_cast<uint8_t*>(dst));
-    case 2: return copy_typed(ctx, static_cast<const uint16_t*>(src), sh, st, static_cast<uint16_t*>(dst));
-    case 4: return copy_typed(ctx, static_cast<const uint32_t*>(src), sh, st, static_cast<uint32_t*>(dst));
-    case 8: return copy_typed(ctx, static_cast<const uint64_t*>(src), sh, st, static_cast<uint64_t*>(dst));
-    case 16: return copy_typed(ctx, static_cast<const Bytes16*>(src), sh, st, static_cast<Bytes16*>(dst));
-    default: TENSORD_ASSERT(false && "strided_copy: unsupported element size");
+    case 1:
+      return copy_typed(ctx, static_cast<const uint8_t*>(src), sh, st, static_cast<uint8_t*>(dst));
+    case 2:
+      return copy_typed(ctx, static_cast<const uint16_t*>(src), sh, st, static_cast<uint16_t*>(dst));
+    case 4:
+      return copy_typed(ctx, static_cast<const uint32_t*>(src), sh, st, static_cast<uint32_t*>(dst));
+    case 8:
+      return copy_typed(ctx, static_cast<const uint64_t*>(src), sh, st, static_cast<uint64_t*>(dst));
+    case 16:
+      return copy_typed(ctx, static_cast<const Bytes16*>(src), sh, st, static_cast<Bytes16*>(dst));
+    default:
+      TENSORD_ASSERT(false && "strided_copy: unsupported element size");
   }
 }
 

@@ -90,9 +90,15 @@ __attribute__((always_inline)) inline void tanh_loop(const float* src, float* ds
 }
 
 #ifdef TENSORD_VEC_AVX2
-__attribute__((target("avx2"))) void exp_avx2(const float* s, float* d, int64_t n) { exp_loop(s, d, n); }
-__attribute__((target("avx2"))) void sigmoid_avx2(const float* s, float* d, int64_t n) { sigmoid_loop(s, d, n); }
-__attribute__((target("avx2"))) void tanh_avx2(const float* s, float* d, int64_t n) { tanh_loop(s, d, n); }
+__attribute__((target("avx2"))) void exp_avx2(const float* s, float* d, int64_t n) {
+  exp_loop(s, d, n);
+}
+__attribute__((target("avx2"))) void sigmoid_avx2(const float* s, float* d, int64_t n) {
+  sigmoid_loop(s, d, n);
+}
+__attribute__((target("avx2"))) void tanh_avx2(const float* s, float* d, int64_t n) {
+  tanh_loop(s, d, n);
+}
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
 

@@ -74,8 +74,8 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
-      throw Error(ErrorCode::kQuotaExceeded, "cuda:" + std::to_string(d.index) + " out of memory allocating " +
-                                                 std::to_string(bytes) + " bytes");
+      throw Error(ErrorCode::kQuotaExceeded,
+                  "cuda:" + std::to_string(d.index) + " out of memory allocating " + std::to_string(bytes) + " bytes");
     }
     TENSORD_CUDA_CHECK(e);
     allocated_.fetch_add(static_cast<int64_t>(bytes));

@@ -50,8 +50,12 @@ Stream FakeBackend::create_stream(Device d) {
   ++live_streams_;
   return Stream{d, next_stream_.fetch_add(1)};
 }
-void FakeBackend::destroy_stream(Stream s) { --live_streams_; }
-Event FakeBackend::record_event(Stream s) { return Event{s.device, ++events_}; }
+void FakeBackend::destroy_stream(Stream s) {
+  --live_streams_;
+}
+Event FakeBackend::record_event(Stream s) {
+  return Event{s.device, ++events_};
+}
 
 bool FakeBackend::supports_op(std::string_view op) const {
   std::lock_guard<std::mutex> lk(mu_);

@@ -36,7 +36,9 @@ TENSORD_INLINE uint16_t f32_to_bf16(float f) {
   u += 0x7fffu + lsb;
   return static_cast<uint16_t>(u >> 16);
 }
-TENSORD_INLINE float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
+TENSORD_INLINE float bf16_to_f32(uint16_t h) {
+  return f32_from_bits(static_cast<uint32_t>(h) << 16);
+}
 
 // ---- float16 (IEEE binary16) ----
 TENSORD_INLINE uint16_t f32_to_f16(float f) {
@@ -45,8 +47,8 @@ TENSORD_INLINE uint16_t f32_to_f16(float f) {
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow (>= 65520) -> inf
-  if (a < 0x38800000u) {  // subnormal or zero in half
-    if (a < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: rounds to 0
+  if (a < 0x38800000u) {                                               // subnormal or zero in half
+    if (a < 0x33000000u) return static_cast<uint16_t>(sign);           // < 2^-25: rounds to 0
     uint32_t exp = a >> 23;
     uint32_t mant = (a & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - exp;  // 14 + (113 - exp) ... value = mant * 2^(exp-150)
@@ -89,9 +91,9 @@ TENSORD_INLINE uint32_t encode_small_float(float ax, int mbits, int bias, uint32
   if ((u >> 23) == 0) {  // float32 subnormal: far below any small format's range
     return 0;
   }
-  const int emin = 1 - bias;  // smallest normal exponent
+  const int emin = 1 - bias;                            // smallest normal exponent
   uint64_t sig = static_cast<uint64_t>(m | 0x800000u);  // 24-bit significand, value sig*2^(e-23)
-  int shift;  // how many low bits of sig to drop
+  int shift;                                            // how many low bits of sig to drop
   uint32_t ebiased;
   if (e < emin) {  // subnormal in target: unit is 2^(emin - mbits)
     shift = 23 - mbits + (emin - e);

@@ -16,7 +16,9 @@
 namespace tensord {
 namespace {
 
-Tensor parse(const std::string& json) { return tensor_from_json_string(json, "x"); }
+Tensor parse(const std::string& json) {
+  return tensor_from_json_string(json, "x");
+}
 
 void expect_bad(const std::string& json, const std::string& needle) {
   try {
@@ -52,16 +54,38 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 // does not round-trip bit-exactly: it comes back as the canonical NaN)?
 bool is_nan_bits(DType dt, const unsigned char* p) {
   switch (dt) {
-    case DType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7C00) == 0x7C00 && (h & 0x3FF); }
-    case DType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7F80) == 0x7F80 && (h & 0x7F); }
-    case DType::kFloat32: { float f; std::memcpy(&f, p, 4); return std::isnan(f); }
-    case DType::kFloat64: { double f; std::memcpy(&f, p, 8); return std::isnan(f); }
-    case DType::kComplex64: return is_nan_bits(DType::kFloat32, p) || is_nan_bits(DType::kFloat32, p + 4);
-    case DType::kComplex128: return is_nan_bits(DType::kFloat64, p) || is_nan_bits(DType::kFloat64, p + 8);
-    case DType::kFloat8E4M3FN: return (*p & 0x7F) == 0x7F;
-    case DType::kFloat8E5M2: return (*p & 0x7F) > 0x7C;
-    case DType::kFloat8E8M0FNU: return *p == 0xFF;
-    default: return false;
+    case DType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7C00) == 0x7C00 && (h & 0x3FF);
+    }
+    case DType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7F80) == 0x7F80 && (h & 0x7F);
+    }
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return std::isnan(f);
+    }
+    case DType::kFloat64: {
+      double f;
+      std::memcpy(&f, p, 8);
+      return std::isnan(f);
+    }
+    case DType::kComplex64:
+      return is_nan_bits(DType::kFloat32, p) || is_nan_bits(DType::kFloat32, p + 4);
+    case DType::kComplex128:
+      return is_nan_bits(DType::kFloat64, p) || is_nan_bits(DType::kFloat64, p + 8);
+    case DType::kFloat8E4M3FN:
+      return (*p & 0x7F) == 0x7F;
+    case DType::kFloat8E5M2:
+      return (*p & 0x7F) > 0x7C;
+    case DType::kFloat8E8M0FNU:
+      return *p == 0xFF;
+    default:
+      return false;
   }
 }
 
@@ -126,8 +150,8 @@ TEST(JsonTensor, EveryDtypeRoundTripsFlatNestedAndB64) {
     auto elems = flat_elements(flat);
     ASSERT_EQ(elems.size(), 24u);
     size_t pos = 0;
-    std::string nested = "{\"dtype\":\"" + std::string(dtype_name(dt)) + "\",\"shape\":[3,2,4],\"data\":" +
-                         nest(elems, shape, 0, pos) + "}";
+    std::string nested = "{\"dtype\":\"" + std::string(dtype_name(dt)) +
+                         "\",\"shape\":[3,2,4],\"data\":" + nest(elems, shape, 0, pos) + "}";
     EXPECT_TRUE(same_bytes(t, parse(nested))) << nested;
     // Without "shape", the nesting gives it.
     pos = 0;
@@ -145,8 +169,8 @@ TEST(JsonTensor, EveryDtypeRoundTripsFlatNestedAndB64) {
 }
 
 TEST(JsonTensor, EveryNarrowFloatCodeRoundTripsThroughText) {
-  for (DType dt : {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3FN, DType::kFloat8E5M2,
-                   DType::kFloat8E8M0FNU}) {
+  for (DType dt :
+       {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kFloat8E8M0FNU}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     const size_t es = dtype_size(dt);
     const int64_t codes = int64_t{1} << (8 * es);
@@ -170,7 +194,8 @@ TEST(JsonTensor, RandomFloat32AndFloat64BitsRoundTripThroughText) {
 }
 
 TEST(JsonTensor, PrintsShortestFloatText) {
-  std::vector<float> f = {0.1f, 1.0f, -0.0f, std::nanf(""), INFINITY, -INFINITY, 1e20f, 3.4028235e38f, 1.4e-45f, 100.0f};
+  std::vector<float> f = {0.1f,      1.0f,  -0.0f,         std::nanf(""), INFINITY,
+                          -INFINITY, 1e20f, 3.4028235e38f, 1.4e-45f,      100.0f};
   Tensor t = Tensor::empty_host(DType::kFloat32, {10});
   std::memcpy(t.data(), f.data(), 40);
   EXPECT_EQ(tensor_to_json_string(t),
@@ -394,7 +419,8 @@ TEST(JsonTensor, RejectsStructuralErrors) {
 
 TEST(JsonTensor, DeepNestingIsBadRequestNotACrash) {
   for (int depth : {17, 18, 40, 100, 100000}) {
-    std::string deep = std::string(static_cast<size_t>(depth), '[') + "1" + std::string(static_cast<size_t>(depth), ']');
+    std::string deep =
+        std::string(static_cast<size_t>(depth), '[') + "1" + std::string(static_cast<size_t>(depth), ']');
     // Through the string entry point (depth pre-check) ...
     expect_bad("{\"dtype\":\"float32\",\"data\":" + deep + "}", depth == 17 ? "rank 17" : "nested deeper");
     if (depth > 63) {  // parse_json's own bound
@@ -439,9 +465,13 @@ TEST(JsonTensor, JsonDoubleHelpers) {
 // ---- base64 ----
 
 TEST(Base64, Rfc4648Vectors) {
-  const std::pair<std::string, std::string> cases[] = {
-      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
-      {"foobar", "Zm9vYmFy"}};
+  const std::pair<std::string, std::string> cases[] = {{"", ""},
+                                                       {"f", "Zg=="},
+                                                       {"fo", "Zm8="},
+                                                       {"foo", "Zm9v"},
+                                                       {"foob", "Zm9vYg=="},
+                                                       {"fooba", "Zm9vYmE="},
+                                                       {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, enc] : cases) {
     EXPECT_EQ(base64_encode(plain), enc);
     EXPECT_EQ(base64_decode(enc), plain);

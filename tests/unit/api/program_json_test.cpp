@@ -90,12 +90,15 @@ TEST(ProgramJson, MalformedBodies) {
   EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"op": "neg"}]}})"), ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"id": "n"}]}})"), ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"id": "n", "op": "neg", "args": "x"}]}})"), ErrorCode::kBadRequest);
-  EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"id": "n", "op": "neg", "args": [[1, "a"]]}]}})"), ErrorCode::kBadRequest);
+  EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"id": "n", "op": "neg", "args": [[1, "a"]]}]}})"),
+            ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {"nodes": [{"id": "n", "op": "neg", "color": 1}]}})"), ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {"inputs": {"a": {"dtype": "nope", "shape": []}}}})"), ErrorCode::kBadRequest);
-  EXPECT_EQ(parse_code(R"({"program": {"inputs": {"a": {"dtype": "float32", "shape": [-1]}}}})"), ErrorCode::kBadRequest);
-  EXPECT_EQ(parse_code(R"({"program": {"inputs": {"a": {"dtype": "float32", "shape": [1099511627776, 1099511627776]}}}})"),
+  EXPECT_EQ(parse_code(R"({"program": {"inputs": {"a": {"dtype": "float32", "shape": [-1]}}}})"),
             ErrorCode::kBadRequest);
+  EXPECT_EQ(
+      parse_code(R"({"program": {"inputs": {"a": {"dtype": "float32", "shape": [1099511627776, 1099511627776]}}}})"),
+      ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {}, "deadline_ms": -5})"), ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {}, "store": {"a": 1}})"), ErrorCode::kBadRequest);
   EXPECT_EQ(parse_code(R"({"program": {}, "return": "a"})"), ErrorCode::kBadRequest);

@@ -205,12 +205,15 @@ TEST(Safetensors, RejectsBadOffsets) {
   expect_bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", data, "end before they begin");
   expect_bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", data, "span 4 bytes, F32[2] needs 8");
   expect_bad(R"({"a":{"dtype":"C128","shape":[1],"data_offsets":[0,8]}})", data, "needs 16");
-  expect_bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-             data, "overlap");
-  expect_bad(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[8,12]},"b":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})",
-             data, "overlap");
-  expect_bad(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})",
-             data, "overlap");
+  expect_bad(
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      data, "overlap");
+  expect_bad(
+      R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[8,12]},"b":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})",
+      data, "overlap");
+  expect_bad(
+      R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})",
+      data, "overlap");
   // Touching ranges and empty tensors anywhere are fine.
   auto ok = parse_safetensors(body_of(
       R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]},)"
@@ -222,8 +225,9 @@ TEST(Safetensors, RejectsBadOffsets) {
 
 TEST(Safetensors, RejectsDuplicatesAndBadMetadata) {
   const std::string data(16, '\0');
-  expect_bad(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
-             data, "duplicate key \"a\"");
+  expect_bad(
+      R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+      data, "duplicate key \"a\"");
   expect_bad(R"({"__metadata__":{},"__metadata__":{}})", data, "duplicate key \"__metadata__\"");
   expect_bad(R"({"__metadata__":{"a":1}})", data, "value of \"a\" must be a string");
   expect_bad(R"({"__metadata__":{"a":null}})", data, "must be a string");

@@ -9,7 +9,9 @@ namespace tensord {
 namespace {
 using namespace testing_util;
 
-std::map<std::string, TensorMeta> x23() { return {{"x", TensorMeta{DType::kFloat32, {2, 3}}}}; }
+std::map<std::string, TensorMeta> x23() {
+  return {{"x", TensorMeta{DType::kFloat32, {2, 3}}}};
+}
 const StoredLookup kNoStore = [](const std::string&) { return std::optional<Tensor>(); };
 
 ErrorCode code_of(const Program& p, const std::map<std::string, TensorMeta>& in = x23(), std::string* node = nullptr) {

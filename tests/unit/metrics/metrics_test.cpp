@@ -66,10 +66,8 @@ TEST(Metrics, BuildInfoHasLabels) {
 }
 
 TEST(Metrics, ComponentFamiliesAreExported) {
-  auto& family = prometheus::BuildCounter()
-                     .Name("tensord_metrics_test_total")
-                     .Help("Test counter.")
-                     .Register(metrics_registry());
+  auto& family =
+      prometheus::BuildCounter().Name("tensord_metrics_test_total").Help("Test counter.").Register(metrics_registry());
   family.Add({{"k", "v"}}).Increment(3);
   std::string text = render_metrics();
   EXPECT_EQ(sample(text, "tensord_metrics_test_total{k=\"v\"} "), 3.0);

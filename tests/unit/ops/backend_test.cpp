@@ -99,9 +99,10 @@ TEST(ThreadPool, ConcurrentCallersAndExceptions) {
   }
   for (auto& t : th) t.join();
   EXPECT_EQ(total.load(), 4 * 50 * 1000);
-  EXPECT_THROW(pool.parallel_for(1000, 1, [](int64_t b, int64_t) {
-                 if (b > 500) throw Error(ErrorCode::kInvalidArgument, "x");
-               }),
+  EXPECT_THROW(pool.parallel_for(1000, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 500) throw Error(ErrorCode::kInvalidArgument, "x");
+                                 }),
                Error);
   // The pool still works after an exception.
   std::atomic<int64_t> n{0};
@@ -119,11 +120,16 @@ TEST(OpRegistry, EveryOpHasSchemaInferAndCpuKernel) {
     EXPECT_FALSE(op->signature().empty());
     EXPECT_FALSE(op->dtypes.empty()) << op->name;
   }
-  for (const char* name : {"add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "pow", "maximum",
-                           "minimum", "clamp", "where", "relu", "sigmoid", "tanh", "eq", "ne", "lt", "le", "gt", "ge",
-                           "logical_and", "logical_or", "logical_not", "to", "copy_", "sum", "mean", "amax", "amin",
-                           "argmax", "norm", "reshape", "permute", "transpose", "cat", "stack", "getitem", "full",
-                           "zeros", "ones", "arange", "randn", "rand", "matmul", "linalg.eigh", "linalg.eigvalsh"}) {
+  for (const char* name : {"add",        "sub",         "mul",       "div",         "neg",
+                           "abs",        "exp",         "log",       "sqrt",        "rsqrt",
+                           "pow",        "maximum",     "minimum",   "clamp",       "where",
+                           "relu",       "sigmoid",     "tanh",      "eq",          "ne",
+                           "lt",         "le",          "gt",        "ge",          "logical_and",
+                           "logical_or", "logical_not", "to",        "copy_",       "sum",
+                           "mean",       "amax",        "amin",      "argmax",      "norm",
+                           "reshape",    "permute",     "transpose", "cat",         "stack",
+                           "getitem",    "full",        "zeros",     "ones",        "arange",
+                           "randn",      "rand",        "matmul",    "linalg.eigh", "linalg.eigvalsh"}) {
     EXPECT_TRUE(reg.find(name)) << "missing op " << name;
   }
   auto close = reg.close_names("matmull");

@@ -22,13 +22,17 @@ std::vector<D> conv(const std::vector<S>& src, DType st, DType dt) {
   return out;
 }
 
-std::vector<uint16_t> to_bits16(const std::vector<float>& v, DType dt) { return conv<uint16_t>(v, DType::kFloat32, dt); }
-std::vector<uint8_t> to_bits8(const std::vector<float>& v, DType dt) { return conv<uint8_t>(v, DType::kFloat32, dt); }
+std::vector<uint16_t> to_bits16(const std::vector<float>& v, DType dt) {
+  return conv<uint16_t>(v, DType::kFloat32, dt);
+}
+std::vector<uint8_t> to_bits8(const std::vector<float>& v, DType dt) {
+  return conv<uint8_t>(v, DType::kFloat32, dt);
+}
 
 TEST(Convert, Bfloat16RoundsToNearestEven) {
   const float one = 1.0f;
-  const float tie_down = 1.0f + std::ldexp(1.0f, -8);      // halfway 0x3F80..0x3F81: even is 0x3F80
-  const float tie_up = 1.0f + 3 * std::ldexp(1.0f, -8);    // halfway 0x3F81..0x3F82: even is 0x3F82
+  const float tie_down = 1.0f + std::ldexp(1.0f, -8);    // halfway 0x3F80..0x3F81: even is 0x3F80
+  const float tie_up = 1.0f + 3 * std::ldexp(1.0f, -8);  // halfway 0x3F81..0x3F82: even is 0x3F82
   const float above = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20);
   auto b = to_bits16({one, tie_down, tie_up, above, -tie_up, kInf, -kInf}, DType::kBFloat16);
   EXPECT_EQ(b[0], 0x3F80);
@@ -46,19 +50,19 @@ TEST(Convert, Bfloat16RoundsToNearestEven) {
 TEST(Convert, Float16RoundsToNearestEvenAndOverflows) {
   const float tie_down = 1.0f + std::ldexp(1.0f, -11);
   const float tie_up = 1.0f + 3 * std::ldexp(1.0f, -11);
-  auto h = to_bits16({1.0f, tie_down, tie_up, 65504.0f, 65519.0f, 65520.0f, 1e9f, -1e9f,
-                      std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), std::ldexp(1.5f, -25), -0.0f},
+  auto h = to_bits16({1.0f, tie_down, tie_up, 65504.0f, 65519.0f, 65520.0f, 1e9f, -1e9f, std::ldexp(1.0f, -24),
+                      std::ldexp(1.0f, -25), std::ldexp(1.5f, -25), -0.0f},
                      DType::kFloat16);
   EXPECT_EQ(h[0], 0x3C00);
   EXPECT_EQ(h[1], 0x3C00);
   EXPECT_EQ(h[2], 0x3C02);
   EXPECT_EQ(h[3], 0x7BFF);
-  EXPECT_EQ(h[4], 0x7BFF);   // below the halfway point to 65536
-  EXPECT_EQ(h[5], 0x7C00);   // halfway rounds to even = infinity
+  EXPECT_EQ(h[4], 0x7BFF);  // below the halfway point to 65536
+  EXPECT_EQ(h[5], 0x7C00);  // halfway rounds to even = infinity
   EXPECT_EQ(h[6], 0x7C00);
   EXPECT_EQ(h[7], 0xFC00);
-  EXPECT_EQ(h[8], 0x0001);   // smallest subnormal
-  EXPECT_EQ(h[9], 0x0000);   // tie with 0 rounds to even (0)
+  EXPECT_EQ(h[8], 0x0001);  // smallest subnormal
+  EXPECT_EQ(h[9], 0x0000);  // tie with 0 rounds to even (0)
   EXPECT_EQ(h[10], 0x0001);
   EXPECT_EQ(h[11], 0x8000);
 }
@@ -125,17 +129,16 @@ TEST(Convert, Float8E8M0) {
 TEST(Convert, FloatToIntTruncatesSaturatesAndZeroesNaN) {
   std::vector<float> v = {2.9f, -2.9f, kNaN, 1e10f, -1e10f, kInf, -kInf, -0.5f, 0.0f};
   auto i32 = conv<int32_t>(v, DType::kFloat32, DType::kInt32);
-  EXPECT_EQ(i32, (std::vector<int32_t>{2, -2, 0, std::numeric_limits<int32_t>::max(),
-                                       std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
-                                       std::numeric_limits<int32_t>::min(), 0, 0}));
+  EXPECT_EQ(i32,
+            (std::vector<int32_t>{2, -2, 0, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(),
+                                  std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0, 0}));
   std::vector<double> d8 = {127.9, 128.0, 200.5, -128.9, -129.0, -1e300};
   auto i8 = conv<int8_t>(d8, DType::kFloat64, DType::kInt8);
   EXPECT_EQ(i8, (std::vector<int8_t>{127, 127, 127, -128, -128, -128}));
   std::vector<double> du = {-1.5, -0.9, 255.9, 256.0, 3.7};
   auto u8 = conv<uint8_t>(du, DType::kFloat64, DType::kUInt8);
   EXPECT_EQ(u8, (std::vector<uint8_t>{0, 0, 255, 255, 3}));
-  std::vector<double> d64 = {9.3e18, -9.3e18, -9223372036854775808.0, 9223372036854775808.0, 1e15 + 0.5,
-                             std::nan("")};
+  std::vector<double> d64 = {9.3e18, -9.3e18, -9223372036854775808.0, 9223372036854775808.0, 1e15 + 0.5, std::nan("")};
   auto i64 = conv<int64_t>(d64, DType::kFloat64, DType::kInt64);
   EXPECT_EQ(i64[0], std::numeric_limits<int64_t>::max());
   EXPECT_EQ(i64[1], std::numeric_limits<int64_t>::min());

@@ -56,7 +56,9 @@ TEST(Shape, NumelOverflowAndBroadcast) {
   EXPECT_THROW(wrap_dim(3, 3, "t"), Error);
 }
 
-float bits_to_f(uint32_t u) { return f32_from_bits(u); }
+float bits_to_f(uint32_t u) {
+  return f32_from_bits(u);
+}
 
 TEST(FloatConv, Float16AllCodesRoundTrip) {
   for (uint32_t c = 0; c < 65536; ++c) {
@@ -108,8 +110,8 @@ TEST(FloatConv, Float8E4M3FN) {
   EXPECT_EQ(f32_to_e4m3fn(-INFINITY), 0xfe);  // saturates
   EXPECT_EQ(f32_to_e4m3fn(NAN) & 0x7f, 0x7f);
   EXPECT_EQ(e4m3fn_to_f32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
-  EXPECT_EQ(f32_to_e4m3fn(1.0625f), 0x38);  // 1 + 1/16: tie between 1 and 1.125 -> even (1.0)
-  EXPECT_EQ(f32_to_e4m3fn(1.1875f), 0x3a);  // tie between 1.125 and 1.25 -> 1.25
+  EXPECT_EQ(f32_to_e4m3fn(1.0625f), 0x38);               // 1 + 1/16: tie between 1 and 1.125 -> even (1.0)
+  EXPECT_EQ(f32_to_e4m3fn(1.1875f), 0x3a);               // tie between 1.125 and 1.25 -> 1.25
 }
 
 TEST(FloatConv, Float8E5M2) {
@@ -131,7 +133,7 @@ TEST(FloatConv, Float8E8M0) {
   EXPECT_TRUE(std::isnan(e8m0_to_f32(0xff)));
   EXPECT_EQ(f32_to_e8m0(1.0f), 127);
   EXPECT_EQ(f32_to_e8m0(1.49f), 127);
-  EXPECT_EQ(f32_to_e8m0(1.5f), 128);  // ties round up (c10)
+  EXPECT_EQ(f32_to_e8m0(1.5f), 128);   // ties round up (c10)
   EXPECT_EQ(f32_to_e8m0(-4.0f), 129);  // sign dropped
   EXPECT_EQ(f32_to_e8m0(INFINITY), 0xff);
   EXPECT_EQ(f32_to_e8m0(NAN), 0xff);

@@ -490,8 +490,12 @@ TEST(EwCast, CopyBroadcastsAndLeavesSelf) {
 
 // ---------------- narrow floats ----------------
 
-uint16_t h(float f) { return kernels::f32_to_f16(f); }
-uint16_t bf(float f) { return kernels::f32_to_bf16(f); }
+uint16_t h(float f) {
+  return kernels::f32_to_f16(f);
+}
+uint16_t bf(float f) {
+  return kernels::f32_to_bf16(f);
+}
 
 TEST(EwNarrow, RoundOnStore) {
   // float16: 1 + 2^-11 is a tie -> even (1.0); 1 + 3 * 2^-11 rounds up

@@ -88,12 +88,17 @@ std::pair<std::vector<Cd>, std::vector<double>> matmul_ref(const Tensor& a, cons
 double matmul_tol(DType t) {
   switch (t) {
     case DType::kFloat32:
-    case DType::kComplex64: return 1e-5;
+    case DType::kComplex64:
+      return 1e-5;
     case DType::kFloat64:
-    case DType::kComplex128: return 1e-13;
-    case DType::kFloat16: return 2e-3;
-    case DType::kBFloat16: return 1.6e-2;
-    default: return 0;  // integers: exact
+    case DType::kComplex128:
+      return 1e-13;
+    case DType::kFloat16:
+      return 2e-3;
+    case DType::kBFloat16:
+      return 1.6e-2;
+    default:
+      return 0;  // integers: exact
   }
 }
 
@@ -125,18 +130,18 @@ TEST(LinalgMatmul, ShapesAndValuesAllDtypes) {
     Shape a, b, out;
   };
   const Case cases[] = {
-      {{3}, {3}, {}},                               // dot
-      {{2, 3}, {3}, {2}},                           // matrix-vector
-      {{3}, {3, 4}, {4}},                           // vector-matrix
-      {{2, 3}, {3, 4}, {2, 4}},                     // mm
-      {{5, 2, 3}, {3, 4}, {5, 2, 4}},               // batch folds into rows
-      {{3}, {5, 3, 4}, {5, 4}},                     // 1-D left, batched right
-      {{5, 2, 3}, {3}, {5, 2}},                     // batched left, 1-D right
-      {{2, 1, 4, 3}, {5, 3, 2}, {2, 5, 4, 2}},      // broadcast batch dims
-      {{1, 4, 3}, {6, 3, 2}, {6, 4, 2}},            // broadcast a size-1 batch
+      {{3}, {3}, {}},                           // dot
+      {{2, 3}, {3}, {2}},                       // matrix-vector
+      {{3}, {3, 4}, {4}},                       // vector-matrix
+      {{2, 3}, {3, 4}, {2, 4}},                 // mm
+      {{5, 2, 3}, {3, 4}, {5, 2, 4}},           // batch folds into rows
+      {{3}, {5, 3, 4}, {5, 4}},                 // 1-D left, batched right
+      {{5, 2, 3}, {3}, {5, 2}},                 // batched left, 1-D right
+      {{2, 1, 4, 3}, {5, 3, 2}, {2, 5, 4, 2}},  // broadcast batch dims
+      {{1, 4, 3}, {6, 3, 2}, {6, 4, 2}},        // broadcast a size-1 batch
       {{6, 4, 3}, {1, 3, 2}, {6, 4, 2}},
-      {{0, 3}, {3, 2}, {0, 2}},                     // empty
-      {{2, 0}, {0, 3}, {2, 3}},                     // empty sum -> zeros
+      {{0, 3}, {3, 2}, {0, 2}},  // empty
+      {{2, 0}, {0, 3}, {2, 3}},  // empty sum -> zeros
       {{0}, {0}, {}},
   };
   for (DType t : kMatmulDtypes) {
@@ -150,7 +155,7 @@ TEST(LinalgMatmul, LargeTiledParallel) {
     check_matmul(t, {1, 200, 64}, {1, 64, 300}, {1, 200, 300}, &pool);  // one product split into tiles
     check_matmul(t, {3, 70, 50}, {50, 90}, {3, 70, 90}, &pool);         // folded rows, split
     check_matmul(t, {2, 3, 40, 30}, {3, 30, 20}, {2, 3, 40, 20}, &pool);
-    check_matmul(t, {4, 300}, {300, 700}, {4, 700}, &pool);             // few rows: columns split
+    check_matmul(t, {4, 300}, {300, 700}, {4, 700}, &pool);  // few rows: columns split
   }
 }
 

@@ -39,7 +39,9 @@ inline Tensor make_c(DType dt, Shape shape, const std::vector<std::complex<doubl
 }
 
 // 0-d tensor (not a wrapped number).
-inline Tensor scalar(DType dt, double v) { return make(dt, {}, {v}); }
+inline Tensor scalar(DType dt, double v) {
+  return make(dt, {}, {v});
+}
 
 inline std::vector<double> values(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.numel()));

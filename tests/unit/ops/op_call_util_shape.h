@@ -32,8 +32,12 @@ Tensor make(DType dtype, Shape shape, const std::vector<T>& values) {
   return t;
 }
 
-inline Tensor f32(Shape shape, const std::vector<float>& v) { return make<float>(DType::kFloat32, std::move(shape), v); }
-inline Tensor i64(Shape shape, const std::vector<int64_t>& v) { return make<int64_t>(DType::kInt64, std::move(shape), v); }
+inline Tensor f32(Shape shape, const std::vector<float>& v) {
+  return make<float>(DType::kFloat32, std::move(shape), v);
+}
+inline Tensor i64(Shape shape, const std::vector<int64_t>& v) {
+  return make<int64_t>(DType::kInt64, std::move(shape), v);
+}
 
 // 0, 1, 2, ... as float32 of `shape`.
 inline Tensor iota_f32(Shape shape) {
@@ -144,8 +148,8 @@ inline ErrorCode infer_error_of(const std::string& name, const std::vector<Tenso
   size_t ti = 0;
   for (size_t i = 0; i < op->params.size(); ++i) {
     if (op->params[i].kind == ParamKind::kTensor && ti < tensors.size()) a.tensors[i] = {tensors[ti++]};
-    a.attrs[i] = i < attrs_by_param.size() && !attrs_by_param[i].is_none() ? attrs_by_param[i]
-                                                                           : op->params[i].default_value;
+    a.attrs[i] =
+        i < attrs_by_param.size() && !attrs_by_param[i].is_none() ? attrs_by_param[i] : op->params[i].default_value;
   }
   try {
     op->infer(a);

@@ -65,8 +65,7 @@ TEST(ShapeOpsPermute, MatchesReference) {
     EXPECT_NE(y.data(), x.data());  // a copy, never an alias
   }
   // Negative dims wrap.
-  EXPECT_EQ(values<float>(run1("permute", {x, Attr(std::vector<int64_t>{-1, 0, 1, 2})})),
-            permute_ref(x, {3, 0, 1, 2}));
+  EXPECT_EQ(values<float>(run1("permute", {x, Attr(std::vector<int64_t>{-1, 0, 1, 2})})), permute_ref(x, {3, 0, 1, 2}));
   EXPECT_EQ(run1("permute", {iota_f32({}), Attr(std::vector<int64_t>{})}).shape(), (Shape{}));
 }
 
@@ -105,9 +104,9 @@ TEST(ShapeOpsTranspose, LargeTiledAndParallelAllElementSizes) {
   std::iota(b.begin(), b.end(), int8_t{-3});
   EXPECT_EQ(values<int8_t>(run1("transpose", {make<int8_t>(DType::kInt8, {2, 3}, b), Attr(0), Attr(1)})),
             (std::vector<int8_t>{-3, 0, -2, 1, -1, 2}));
-  EXPECT_EQ(values<uint16_t>(run1("transpose", {make<uint16_t>(DType::kBFloat16, {2, 2}, {1, 2, 3, 4}), Attr(0),
-                                                Attr(1)})),
-            (std::vector<uint16_t>{1, 3, 2, 4}));
+  EXPECT_EQ(
+      values<uint16_t>(run1("transpose", {make<uint16_t>(DType::kBFloat16, {2, 2}, {1, 2, 3, 4}), Attr(0), Attr(1)})),
+      (std::vector<uint16_t>{1, 3, 2, 4}));
   EXPECT_EQ(values<int64_t>(run1("transpose", {i64({3, 2}, {1, 2, 3, 4, 5, 6}), Attr(0), Attr(1)})),
             (std::vector<int64_t>{1, 3, 5, 2, 4, 6}));
   using C = std::complex<double>;
@@ -202,7 +201,9 @@ TEST(ShapeOpsStack, Errors) {
   EXPECT_EQ(error_of("stack", {std::vector<Tensor>{iota_f32({2})}, Attr(2)}), ErrorCode::kInvalidArgument);
 }
 
-Tensor gi(const Tensor& x, Attr index) { return run1("getitem", {x, std::move(index)}); }
+Tensor gi(const Tensor& x, Attr index) {
+  return run1("getitem", {x, std::move(index)});
+}
 
 TEST(ShapeOpsGetitem, IntsAndSlices) {
   Tensor x = iota_f32({3, 4});
@@ -273,8 +274,8 @@ TEST(ShapeOpsGetitem, LargeStridedParallel) {
 
 TEST(ShapeOpsGetitem, Errors) {
   Tensor x = iota_f32({3, 4});
-  for (const char* bad : {"3", "-4", "0, 4", "::0", "::-1", "0, 0, 0", "..., ...", "a", "1:2:3:4", "1,,2",
-                          "1.5", ",", "0x1", "99999999999999999999"}) {
+  for (const char* bad : {"3", "-4", "0, 4", "::0", "::-1", "0, 0, 0", "..., ...", "a", "1:2:3:4", "1,,2", "1.5", ",",
+                          "0x1", "99999999999999999999"}) {
     EXPECT_EQ(error_of("getitem", {x, Attr(bad)}), ErrorCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(error_of("getitem", {x, Attr(int64_t{3})}), ErrorCode::kInvalidArgument);

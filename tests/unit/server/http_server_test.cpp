@@ -56,8 +56,8 @@ class Client {
     return parser.release();
   }
 
-  Response request(const std::string& method, const std::string& target,
-                   const std::string& extra_headers = "", const std::string& body = "") {
+  Response request(const std::string& method, const std::string& target, const std::string& extra_headers = "",
+                   const std::string& body = "") {
     std::string raw = method + " " + target + " HTTP/1.1\r\nHost: test\r\n" + extra_headers;
     if (!body.empty() || method == "POST" || method == "PUT") {
       raw += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -100,18 +100,13 @@ class HttpServerTest : public ::testing::Test {
       out += "|ua=" + req.header("user-agent");
       return text(out);
     });
-    router->add("POST", "/body", [](HttpRequest& req) {
-      return text(std::to_string(req.body.size()) + ":" + req.body.substr(0, 16));
-    });
+    router->add("POST", "/body",
+                [](HttpRequest& req) { return text(std::to_string(req.body.size()) + ":" + req.body.substr(0, 16)); });
     router->add("GET", "/error", [](HttpRequest&) -> HttpResponse {
       throw Error(ErrorCode::kShapeMismatch, "add: shapes [2] and [3]", "n3");
     });
-    router->add("GET", "/busy", [](HttpRequest&) -> HttpResponse {
-      throw Error(ErrorCode::kQueueFull, "queue full");
-    });
-    router->add("GET", "/crash", [](HttpRequest&) -> HttpResponse {
-      throw std::runtime_error("boom");
-    });
+    router->add("GET", "/busy", [](HttpRequest&) -> HttpResponse { throw Error(ErrorCode::kQueueFull, "queue full"); });
+    router->add("GET", "/crash", [](HttpRequest&) -> HttpResponse { throw std::runtime_error("boom"); });
     router->add("GET", "/int", [](HttpRequest&) -> HttpResponse { throw 42; });
     router->add("GET", "/empty", [](HttpRequest&) {
       HttpResponse r;
@@ -193,7 +188,9 @@ TEST_F(HttpServerTest, OffloadedHandlersDoNotHoldIoThreads) {
   }
 }
 
-TEST_F(HttpServerTest, BindsEphemeralPort) { EXPECT_NE(port(), 0); }
+TEST_F(HttpServerTest, BindsEphemeralPort) {
+  EXPECT_NE(port(), 0);
+}
 
 TEST_F(HttpServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
   Client c(port());
@@ -275,8 +272,9 @@ TEST_F(HttpServerTest, BodyIsDelivered) {
 
 TEST_F(HttpServerTest, ChunkedBodyIsDelivered) {
   Client c(port());
-  c.send("POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  c.send(
+      "POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
   Response r = c.read();
   EXPECT_EQ(r.result_int(), 200);
   EXPECT_EQ(r.body(), "11:hello world");
@@ -295,8 +293,10 @@ TEST_F(HttpServerTest, BodyOverLimitIs413) {
 TEST_F(HttpServerTest, ChunkedBodyOverLimitIs413) {
   Client c(port());
   std::string chunk(600, 'y');
-  c.send("POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "258\r\n" + chunk + "\r\n258\r\n" + chunk + "\r\n0\r\n\r\n");
+  c.send(
+      "POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "258\r\n" +
+      chunk + "\r\n258\r\n" + chunk + "\r\n0\r\n\r\n");
   Response r = c.read();
   EXPECT_EQ(r.result_int(), 413);
 }
@@ -313,9 +313,9 @@ TEST_F(HttpServerTest, ExpectContinue) {
 }
 
 TEST_F(HttpServerTest, GarbageIs400ThenClose) {
-  for (std::string garbage : {std::string("GARBAGE\r\n\r\n"), std::string("\x16\x03\x01\x02\x00\x01\x00\r\n\r\n", 11),
-                              std::string("GET / HTTP/9.9\r\n\r\n"),
-                              std::string("GET /hello HTTP/1.1\r\nBad Header\r\n\r\n")}) {
+  for (std::string garbage :
+       {std::string("GARBAGE\r\n\r\n"), std::string("\x16\x03\x01\x02\x00\x01\x00\r\n\r\n", 11),
+        std::string("GET / HTTP/9.9\r\n\r\n"), std::string("GET /hello HTTP/1.1\r\nBad Header\r\n\r\n")}) {
     Client c(port());
     c.send(garbage);
     Response r = c.read();
@@ -389,8 +389,7 @@ TEST_F(HttpServerTest, OtherExceptionsAre500) {
   Client c(port());
   Response r = c.request("GET", "/crash", "X-Request-Id: c1\r\n");
   EXPECT_EQ(r.result_int(), 500);
-  EXPECT_EQ(r.body(),
-            "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\",\"request_id\":\"c1\"}}");
+  EXPECT_EQ(r.body(), "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\",\"request_id\":\"c1\"}}");
   r = c.request("GET", "/int");
   EXPECT_EQ(r.result_int(), 500);
   // The server is still fine.
@@ -439,8 +438,8 @@ TEST_F(HttpServerTest, ConcurrentClients) {
       Client c(port());
       for (int i = 0; i < 50; ++i) {
         Response r = c.request("GET", "/echo/" + std::to_string(t) + "/" + std::to_string(i));
-        if (r.body() == "/echo/" + std::to_string(t) + "/" + std::to_string(i) + "|" +
-                            std::to_string(t) + "/" + std::to_string(i) + "|ua=") {
+        if (r.body() == "/echo/" + std::to_string(t) + "/" + std::to_string(i) + "|" + std::to_string(t) + "/" +
+                            std::to_string(i) + "|ua=") {
           ok++;
         }
       }

@@ -191,9 +191,7 @@ TEST(Router, MultipleParams) {
 
 TEST(Router, HandlerExceptionsPropagate) {
   Router r;
-  r.add("GET", "/boom", [](HttpRequest&) -> HttpResponse {
-    throw Error(ErrorCode::kConflict, "no");
-  });
+  r.add("GET", "/boom", [](HttpRequest&) -> HttpResponse { throw Error(ErrorCode::kConflict, "no"); });
   HttpRequest req = request("GET", "/boom");
   EXPECT_THROW(r.dispatch(req), Error);
   EXPECT_EQ(req.route, "/boom");  // set before the handler runs: metrics label
@@ -244,8 +242,8 @@ TEST(RequestTarget, DotDotIsDecodedNotResolved) {
 TEST(RequestTarget, RejectsBadInput) {
   std::string path;
   std::map<std::string, std::string> query;
-  for (const char* bad : {"/a%", "/a%2", "/a%zz", "/a%00b", "/a?x=%00", "/a?x=%g1", "a/b",
-                          "", "*", "http://h/a", "/a#frag"}) {
+  for (const char* bad :
+       {"/a%", "/a%2", "/a%zz", "/a%00b", "/a?x=%00", "/a?x=%g1", "a/b", "", "*", "http://h/a", "/a#frag"}) {
     try {
       parse_target(bad, path, query);
       ADD_FAILURE() << "accepted " << bad;

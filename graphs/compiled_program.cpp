@@ -156,17 +156,23 @@ class Compiler {
       case ParamKind::kScalarOrTensor:
         if (a.kind == K::kString) {
           b.tensor_params[pi] = {resolve(a.str, n)};
+          b.tensor_names[pi] = {a.str};
         } else if (a.kind == K::kTensor) {
           b.tensor_params[pi] = {constant(a.tensor)};
+          b.tensor_names[pi] = {""};
         } else if (a.kind == K::kLiteral && ps.kind == ParamKind::kScalarOrTensor && a.literal.is_number()) {
           b.tensor_params[pi] = {constant(wrapped_scalar(a.literal))};
+          b.tensor_names[pi] = {""};
         } else {
           bad_arg(op, ps, "expects a tensor (a value name, \"$stored/name\" or an inline tensor)");
         }
         return;
       case ParamKind::kTensorList:
         if (a.kind != K::kStringList) bad_arg(op, ps, "expects a list of value names");
-        for (const auto& s : a.strs) b.tensor_params[pi].push_back(resolve(s, n));
+        for (const auto& s : a.strs) {
+          b.tensor_params[pi].push_back(resolve(s, n));
+          b.tensor_names[pi].push_back(s);
+        }
         return;
       case ParamKind::kInt:
         if (a.kind != K::kLiteral || !(a.literal.is_int() || a.literal.is_bool())) bad_arg(op, ps, "expects an int");
@@ -256,6 +262,7 @@ class Compiler {
       b.id = n.id;
       b.op = op;
       b.tensor_params.resize(op->params.size());
+      b.tensor_names.resize(op->params.size());
       b.attrs.resize(op->params.size());
       std::vector<bool> given(op->params.size(), false);
       try {
@@ -366,6 +373,7 @@ class Compiler {
       args.op = b.op;
       args.node = b.id;
       args.attrs = b.attrs;
+      args.names = b.tensor_names;
       args.tensors.resize(b.tensor_params.size());
       for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
         for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(out_.values[static_cast<size_t>(v)].meta);

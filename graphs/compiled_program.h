@@ -27,6 +27,7 @@ struct BoundNode {
   std::string id;
   const OpDef* op = nullptr;
   std::vector<std::vector<int>> tensor_params;  // value ids per schema param
+  std::vector<std::vector<std::string>> tensor_names;  // as written ("$stored/w", "x", "" inline)
   std::vector<Attr> attrs;                      // per schema param
   std::vector<int> outputs;                     // value ids (may be fewer than the op returns)
   // For in-place ops whose target is a stored tensor: its name; the node's

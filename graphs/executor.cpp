@@ -7,6 +7,34 @@
 
 namespace tensord {
 
+namespace {
+// Buffers a job's writes to stored tensors until commit.
+class PendingStore final : public StoredIO {
+ public:
+  explicit PendingStore(const ExecOptions& o) : opts_(o) {}
+  std::optional<Tensor> read(const std::string& name) const override {
+    for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
+      if (it->first == name) return it->second;
+    }
+    return opts_.stored_read ? opts_.stored_read(name) : std::nullopt;
+  }
+  void write(const std::string& name, Tensor t) override {
+    for (auto& w : writes_) {
+      if (w.first == name) {
+        w.second = std::move(t);
+        return;
+      }
+    }
+    writes_.emplace_back(name, std::move(t));
+  }
+  std::vector<std::pair<std::string, Tensor>> take() { return std::move(writes_); }
+
+ private:
+  const ExecOptions& opts_;
+  std::vector<std::pair<std::string, Tensor>> writes_;
+};
+}  // namespace
+
 ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
                            const ExecOptions& opts) {
   std::vector<Tensor> vals(cp.values.size());
@@ -25,6 +53,9 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   }
 
   ExecResult res;
+  PendingStore pending(opts);
+  OpContext ctx = opts.ctx;
+  ctx.stored = &pending;
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     const BoundNode& b = cp.nodes[i];
     if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
@@ -44,6 +75,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     args.op = b.op;
     args.node = b.id;
     args.attrs = b.attrs;
+    args.names = b.tensor_names;
     args.tensors.resize(b.tensor_params.size());
     for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
       for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(vals[static_cast<size_t>(v)]);
@@ -51,7 +83,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     try {
-      out = kit->second(opts.ctx, args);
+      out = kit->second(ctx, args);
     } catch (const Error& e) {
       throw e.with_node(b.id);
     } catch (const std::bad_alloc&) {
@@ -70,7 +102,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       out[k].set_wrapped_number(false);
       vals[static_cast<size_t>(b.outputs[k])] = out[k];
     }
-    if (!b.writes_stored.empty()) res.stored_writes.emplace_back(b.writes_stored, out.at(0));
+    if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
     // Release inputs whose last use was this node (the memory plan).
     for (const auto& ids : b.tensor_params) {
       for (int v : ids) {
@@ -85,6 +117,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     if (opts.on_node) opts.on_node(b, secs);
   }
   for (const auto& [name, id] : cp.outputs) res.outputs.emplace_back(name, vals[static_cast<size_t>(id)]);
+  res.stored_writes = pending.take();
   return res;
 }
 

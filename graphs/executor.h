@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,13 +19,18 @@ struct ExecOptions {
   OpContext ctx;  // backend, device, account, pool
   const std::atomic<bool>* cancelled = nullptr;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Reads the tenant's stored tensors for ops with state (optimizers);
+  // null: such ops see no stored tensors.
+  std::function<std::optional<Tensor>(const std::string&)> stored_read;
   // Called after each node with its id, op, and seconds spent (metrics, traces).
   std::function<void(const BoundNode&, double seconds)> on_node;
 };
 
 struct ExecResult {
   std::vector<std::pair<std::string, Tensor>> outputs;        // program outputs, in order
-  std::vector<std::pair<std::string, Tensor>> stored_writes;  // stored name -> new value
+  // Stored name -> new value, in write order (a later write to a name
+  // replaces an earlier one of the same job).
+  std::vector<std::pair<std::string, Tensor>> stored_writes;
 };
 
 // Inputs by name must match the compiled input metas (checked).

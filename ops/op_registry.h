@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,11 +57,25 @@ struct OpArgs {
   std::string node;                     // program node id, for messages
   std::vector<std::vector<T>> tensors;  // per param: 1 (tensor), n (list), 0
   std::vector<Attr> attrs;              // per param: the attr value or none
+  // Per param, the names the tensors were given by ("x", "$stored/w1", or ""
+  // for inline constants): in-place ops learn which stored tensors they update.
+  std::vector<std::vector<std::string>> names;
 
   const T& tensor(size_t i) const { return tensors[i].at(0); }
   bool has_tensor(size_t i) const { return !tensors[i].empty(); }
   const std::vector<T>& list(size_t i) const { return tensors[i]; }
   const Attr& attr(size_t i) const { return attrs[i]; }
+};
+
+// The tenant's stored tensors as seen by a running job (optimizer state).
+// Reads see this job's earlier writes, else the stored value; writes are
+// buffered and committed with the job, all or nothing, only if every node
+// succeeds. Used from one job thread at a time.
+class StoredIO {
+ public:
+  virtual ~StoredIO() = default;
+  virtual std::optional<Tensor> read(const std::string& name) const = 0;
+  virtual void write(const std::string& name, Tensor t) = 0;
 };
 
 // What a kernel may use: where to allocate outputs, the worker pool, and the
@@ -71,6 +86,7 @@ struct OpContext {
   std::shared_ptr<MemoryAccount> account;
   ThreadPool* pool = nullptr;
   const std::atomic<bool>* cancelled = nullptr;
+  StoredIO* stored = nullptr;  // null outside a job (e.g. unit tests)
 
   // A fresh output tensor on the context's device, charged to the account.
   Tensor empty(DType dtype, Shape shape) const;

@@ -121,6 +121,7 @@ JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* can
       eo.ctx.cancelled = cancelled;
       eo.cancelled = cancelled;
       eo.deadline = deadline;
+      eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
       eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
       ExecResult r = execute_program(cp, spec.inputs, eo);
       t_end = clock::now();

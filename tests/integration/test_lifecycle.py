@@ -138,3 +138,26 @@ def test_sigterm_drains_inflight_request():
         assert isinstance(result["err"], tensord.TensordError) and result["err"].status in (503,), result["err"]
     else:
         assert result["w"].shape == (200, 64)
+
+
+def test_backend_choice_without_gpu(server):
+    """A CUDA-enabled build starts without a driver: auto falls back to cpu,
+    and an explicit --backend cuda exits 2 saying why."""
+    info = requests.get(server.url + "/v1/info", timeout=10).json()
+    p = subprocess.Popen([server_binary(), "--listen", "127.0.0.1:0", "--backend", "auto"], stderr=subprocess.PIPE)
+    try:
+        line = p.stderr.readline().decode()
+        assert "listening on" in line, line
+        url = line.split("listening on ")[1].strip()
+        auto_info = requests.get(url + "/v1/info", timeout=10).json()
+    finally:
+        p.terminate()
+        assert p.wait(30) == 0
+    if auto_info["backend"] == "cuda":
+        pytest.skip("a CUDA device is present: nothing to check about the fallback")
+    assert auto_info["backend"] == "cpu"
+    r = subprocess.run([server_binary(), "--listen", "127.0.0.1:0", "--backend", "cuda"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert b"not available" in r.stderr
+    print("compiled backends:", info["compiled_backends"])

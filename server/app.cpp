@@ -22,6 +22,7 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_info_routes(*r, app);
   add_tensor_routes(*r, app);
   add_run_routes(*r, app);
+  add_admin_routes(*r, app);
   return r;
 }
 

@@ -15,10 +15,11 @@ namespace tensord {
 
 class Engine;
 struct Tenant;
+class TenantRegistry;
 
 struct AppContext {
   Engine* engine = nullptr;
-  Tenant* tenant = nullptr;  // the anonymous "default" tenant (tenancy issue adds more)
+  TenantRegistry* tenants = nullptr;
   std::string version;
   std::string state_dir;  // empty: no checkpoints
   size_t max_body_bytes = 0;
@@ -30,6 +31,7 @@ struct AppContext {
 void add_info_routes(Router& r, AppContext& app);
 void add_tensor_routes(Router& r, AppContext& app);
 void add_run_routes(Router& r, AppContext& app);
+void add_admin_routes(Router& r, AppContext& app);
 
 std::shared_ptr<Router> build_router(AppContext& app);
 

@@ -7,11 +7,13 @@
 #include <string>
 
 #include "api/checkpoint.h"
+#include "api/config_json.h"
 #include "metrics/metrics.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/tenant.h"
+#include "scheduler/tenant_registry.h"
 #include "server/app.h"
 #include "server/http_server.h"
 
@@ -29,6 +31,8 @@ const char* kUsage =
     "  --workqueue-limit N       jobs run at once on the default partition (default 2)\n"
     "  --io-threads N            HTTP threads (default max(2, cores))\n"
     "  --max-body-bytes N        largest request body (default 1073741824)\n"
+    "  --config FILE             partitions and tenants (JSON, API.md section 9); without it one\n"
+    "                            anonymous tenant 'default' is served, on loopback addresses only\n"
     "  --state-dir DIR           keep stored tensors there (restored at start, saved at exit)\n"
     "  --drain-timeout S         seconds to finish in-flight requests on SIGTERM (default 30)\n"
     "  --version                 print the version\n";
@@ -51,7 +55,7 @@ long long parse_int(const std::string& flag, const std::string& v, long long lo,
 int main(int argc, char** argv) {
   using namespace tensord;
   ServerOptions sopt;
-  std::string backend_name = "auto", state_dir;
+  std::string backend_name = "auto", state_dir, config_path;
   int threads = 0, workqueue_limit = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -92,10 +96,24 @@ int main(int argc, char** argv) {
     } else if (flag == "--drain-timeout") {
       sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
     } else if (flag == "--config") {
-      value();
-      usage_error("--config (tenants and partitions) is not supported by this build yet");
+      config_path = value();
     } else {
       usage_error("unknown flag " + a);
+    }
+  }
+
+  ServerConfig config;
+  if (config_path.empty()) {
+    config = default_config(workqueue_limit);
+    const std::string& h = sopt.host;
+    bool loopback = h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+    if (!loopback) usage_error("without --config the server has no authentication and listens on loopback only");
+  } else {
+    try {
+      config = load_config_file(config_path);
+    } catch (const Error& e) {
+      std::cerr << "tensord: " << e.message() << "\n";
+      return 2;
     }
   }
 
@@ -119,14 +137,16 @@ int main(int argc, char** argv) {
     EngineOptions eopt;
     eopt.workqueue_limit = workqueue_limit;
     Engine engine(std::move(backend), eopt);
-    Tenant tenant("default");
+    TenantRegistry tenants(config);
     if (!state_dir.empty()) {
-      int64_t n = restore_checkpoint(state_dir, tenant);
-      if (n) std::cerr << "tensord: restored " << n << " tensors from " << state_dir << "\n";
+      for (Tenant* t : tenants.all()) {
+        int64_t n = restore_checkpoint(state_dir, *t);
+        if (n) std::cerr << "tensord: restored " << n << " tensors of " << t->name << " from " << state_dir << "\n";
+      }
     }
     AppContext app;
     app.engine = &engine;
-    app.tenant = &tenant;
+    app.tenants = &tenants;
     app.version = TENSORD_VERSION;
     app.state_dir = state_dir;
     app.max_body_bytes = sopt.max_body_bytes;
@@ -140,8 +160,10 @@ int main(int argc, char** argv) {
     server.run();
     engine.shutdown();
     if (!state_dir.empty()) {
-      auto ci = write_checkpoint(state_dir, tenant);
-      std::cerr << "tensord: checkpointed " << ci.tensors << " tensors to " << ci.path << "\n";
+      for (Tenant* t : tenants.all()) {
+        auto ci = write_checkpoint(state_dir, *t);
+        std::cerr << "tensord: checkpointed " << ci.tensors << " tensors to " << ci.path << "\n";
+      }
     }
     std::cerr << "tensord: stopped\n";
   } catch (const Error& e) {

@@ -7,12 +7,14 @@
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/tenant.h"
+#include "server/auth.h"
 #include "server/app.h"
 
 namespace tensord {
 
 void add_run_routes(Router& r, AppContext& app) {
   add_offloaded(r, "POST", "/v1/run", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     JobSpec spec;
     if (is_safetensors_body(req)) {
       auto body = std::make_shared<const std::string>(std::move(req.body));
@@ -28,7 +30,7 @@ void add_run_routes(Router& r, AppContext& app) {
       rapidjson::Document d = parse_json_object(req.body, "body");
       spec = job_spec_from_json(d, {});
     }
-    JobResult res = app.engine->run(*app.tenant, std::move(spec));
+    JobResult res = app.engine->run(tenant, std::move(spec));
     HttpResponse resp;
     if (wants_safetensors(req)) {
       resp.content_type = "application/vnd.safetensors";

@@ -8,6 +8,7 @@
 #include "api/safetensors.h"
 #include "ops/error.h"
 #include "scheduler/tenant.h"
+#include "server/auth.h"
 #include "server/app.h"
 
 namespace tensord {
@@ -57,10 +58,11 @@ bool use_b64(const HttpRequest& req) {
 
 void add_tensor_routes(Router& r, AppContext& app) {
   add_offloaded(r, "PUT", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
     Tensor t = tensor_from_body(req);
-    bool created = app.tenant->store.put(name, t);
+    bool created = tenant.store.put(name, t);
     rapidjson::StringBuffer sb;
     Writer w(sb);
     write_info(w, name, t.meta(), static_cast<int64_t>(t.nbytes()));
@@ -70,9 +72,10 @@ void add_tensor_routes(Router& r, AppContext& app) {
   });
 
   auto fetch = [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
-    auto t = app.tenant->store.get(name);
+    auto t = tenant.store.get(name);
     if (!t) throw Error(ErrorCode::kNotFound, "tensor '" + name + "' not found");
     return *t;
   };
@@ -99,9 +102,10 @@ void add_tensor_routes(Router& r, AppContext& app) {
   });
 
   add_offloaded(r, "DELETE", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
-    if (!app.tenant->store.erase(name)) throw Error(ErrorCode::kNotFound, "tensor '" + name + "' not found");
+    if (!tenant.store.erase(name)) throw Error(ErrorCode::kNotFound, "tensor '" + name + "' not found");
     HttpResponse resp;
     resp.status = 204;
     resp.content_type.clear();
@@ -109,6 +113,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
   });
 
   r.add("GET", "/v1/tensors", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     std::string prefix;
     if (auto it = req.query.find("prefix"); it != req.query.end()) prefix = it->second;
     if (prefix.size() > 256) throw Error(ErrorCode::kBadRequest, "prefix longer than 256 bytes");
@@ -117,13 +122,14 @@ void add_tensor_routes(Router& r, AppContext& app) {
     w.StartObject();
     w.Key("tensors");
     w.StartArray();
-    for (const auto& i : app.tenant->store.list(prefix)) write_info(w, i.name, i.meta, i.bytes);
+    for (const auto& i : tenant.store.list(prefix)) write_info(w, i.name, i.meta, i.bytes);
     w.EndArray();
     w.EndObject();
     return json_response(200, std::string(sb.GetString(), sb.GetSize()));
   });
 
   add_offloaded(r, "POST", "/v1/tensors:upload", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     if (!is_safetensors_body(req)) {
       throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
     }
@@ -138,13 +144,14 @@ void add_tensor_routes(Router& r, AppContext& app) {
     for (const auto& [name, t] : f.tensors) write_info(w, name, t.meta(), static_cast<int64_t>(t.nbytes()));
     w.EndArray();
     w.EndObject();
-    app.tenant->store.commit(std::move(f.tensors));
+    tenant.store.commit(std::move(f.tensors));
     return json_response(200, std::string(sb.GetString(), sb.GetSize()));
   });
 
-  add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest&) {
+  add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
     if (app.state_dir.empty()) throw Error(ErrorCode::kUnavailable, "no --state-dir: checkpoints are off");
-    CheckpointInfo ci = write_checkpoint(app.state_dir, *app.tenant);
+    CheckpointInfo ci = write_checkpoint(app.state_dir, tenant);
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();

@@ -1,0 +1,20 @@
+// Who is calling: Bearer token -> tenant (API.md section 9). Only the
+// token's SHA-256 is compared, in constant time, against every tenant.
+#pragma once
+
+#include "api/http_types.h"
+
+namespace tensord {
+
+struct Tenant;
+class TenantRegistry;
+
+// The anonymous tenant when the server runs without --config; otherwise the
+// tenant whose token matches `Authorization: Bearer <token>`. Throws
+// Error(kUnauthenticated) when the header is missing, malformed or unknown.
+Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg);
+
+// Throws Error(kForbidden) unless `t` is an admin.
+void require_admin(const Tenant& t);
+
+}  // namespace tensord

@@ -276,4 +276,48 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+std::string job_status_to_json(const Job& job, bool use_b64) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  JobState st = job.state();
+  w.StartObject();
+  w.Key("id");
+  w.String(job.id());
+  w.Key("state");
+  w.String(std::string(job_state_name(st)));
+  w.Key("tenant");
+  w.String(job.tenant());
+  w.Key("partition");
+  w.String(job.partition());
+  w.Key("queue_ms");
+  w.Double(job.queue_ms());
+  w.Key("run_ms");
+  w.Double(job.run_ms());
+  if (auto e = job.error()) {
+    w.Key("error");
+    w.StartObject();
+    w.Key("code");
+    w.String(std::string(error_code_name(e->code())));
+    w.Key("message");
+    w.String(e->message());
+    if (!e->node().empty()) {
+      w.Key("node");
+      w.String(e->node());
+    }
+    w.EndObject();
+  }
+  if (auto r = job.result()) {
+    w.Key("outputs");
+    w.StartObject();
+    for (const auto& [name, t] : r->outputs) {
+      w.Key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+      tensor_to_json(t, w, use_b64);
+    }
+    w.EndObject();
+    write_job(w, *r);
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 }  // namespace tensord

@@ -11,6 +11,7 @@
 
 #include "graphs/program.h"
 #include "scheduler/job.h"
+#include "scheduler/job_handle.h"
 
 namespace tensord {
 
@@ -28,5 +29,10 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
 // {"outputs": {...}, "job": {...}}. With tensors_inline = false the outputs
 // object lists only names -> {dtype, shape} (the safetensors response form).
 std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64);
+
+// GET /v1/jobs/{id}: {"id", "state", "tenant", "partition", "queue_ms",
+// "run_ms", "error"? {code, message, node}, "outputs"?, "job"?}. Outputs and
+// job details appear once the job succeeded.
+std::string job_status_to_json(const Job& job, bool use_b64);
 
 }  // namespace tensord

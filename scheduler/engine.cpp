@@ -1,7 +1,6 @@
 #include "scheduler/engine.h"
 
 #include <chrono>
-#include <future>
 #include <set>
 
 #include "graphs/compiled_program.h"
@@ -12,11 +11,14 @@
 
 namespace tensord {
 
-namespace {
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-}  // namespace
+struct Engine::Work {
+  std::shared_ptr<Job> job;
+  Tenant* tenant = nullptr;
+  JobSpec spec;
+  CompiledProgram cp;
+  std::vector<std::string> returns;
+  std::chrono::steady_clock::time_point deadline;
+};
 
 Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions opts)
     : backend_(std::move(backend)), opts_(std::move(opts)) {
@@ -33,7 +35,7 @@ Engine::~Engine() {
 }
 
 void Engine::shutdown() {
-  std::deque<std::function<void()>> dropped;
+  std::deque<std::shared_ptr<Work>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return;
@@ -41,138 +43,148 @@ void Engine::shutdown() {
     dropped.swap(queue_);
   }
   cv_.notify_all();
-  for (auto& f : dropped) f();  // each task sees stop_ and fails with unavailable
+  for (auto& w : dropped) w->job->fail(Error(ErrorCode::kUnavailable, "server is shutting down"));
 }
 
 void Engine::worker_loop() {
   for (;;) {
-    std::function<void()> task;
+    std::shared_ptr<Work> w;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      task = std::move(queue_.front());
+      w = std::move(queue_.front());
       queue_.pop_front();
+      ++running_;
+      metrics_->inflight(opts_.partition, running_, opts_.workqueue_limit);
     }
-    task();
+    execute(*w);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      --running_;
+      metrics_->inflight(opts_.partition, running_, opts_.workqueue_limit);
+    }
   }
 }
 
-JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancelled) {
-  using clock = std::chrono::steady_clock;
-  const auto t_submit = clock::now();
-  const auto deadline =
-      spec.deadline_ms > 0 ? t_submit + std::chrono::milliseconds(spec.deadline_ms) : clock::time_point::max();
-  // Validation, binding, shape inference and planning happen on the caller's
-  // thread before queueing: a bad program never takes a worker.
+std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
+  auto w = std::make_shared<Work>();
+  w->tenant = &tenant;
+  const auto now = std::chrono::steady_clock::now();
+  w->deadline = spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms)
+                                     : std::chrono::steady_clock::time_point::max();
   std::map<std::string, TensorMeta> input_metas;
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-  CompiledProgram cp = compile_program(spec.program, input_metas, stored_lookup);
+  w->cp = compile_program(spec.program, input_metas, stored_lookup);
 
-  // Which outputs come back: `return` or every output not stored.
-  std::vector<std::string> ret;
+  // Which outputs come back: `return`, or every output not stored.
+  auto is_output = [&](const std::string& n) {
+    for (const auto& [o, id] : w->cp.outputs) {
+      if (o == n) return true;
+    }
+    return false;
+  };
+  std::set<std::string> targets;
   for (const auto& [name, stored_name] : spec.store) {
     validate_tensor_name(stored_name);
-    bool found = false;
-    for (const auto& [o, id] : cp.outputs) found |= (o == name);
-    if (!found) throw Error(ErrorCode::kBadRequest, "store: '" + name + "' is not a program output");
+    if (!is_output(name)) throw Error(ErrorCode::kBadRequest, "store: '" + name + "' is not a program output");
+    if (!targets.insert(stored_name).second) {
+      throw Error(ErrorCode::kBadRequest, "store: tensor '" + stored_name + "' is written twice");
+    }
   }
   if (spec.return_names) {
     for (const auto& r : *spec.return_names) {
-      bool found = false;
-      for (const auto& [o, id] : cp.outputs) found |= (o == r);
-      if (!found) throw Error(ErrorCode::kBadRequest, "return: '" + r + "' is not a program output");
+      if (!is_output(r)) throw Error(ErrorCode::kBadRequest, "return: '" + r + "' is not a program output");
     }
-    ret = *spec.return_names;
+    w->returns = *spec.return_names;
   } else {
-    for (const auto& [o, id] : cp.outputs) {
-      if (!spec.store.count(o)) ret.push_back(o);
+    for (const auto& [o, id] : w->cp.outputs) {
+      if (!spec.store.count(o)) w->returns.push_back(o);
     }
   }
-
-  JobResult result;
-  result.id = "job-" + std::to_string(next_job_.fetch_add(1));
-  result.partition = opts_.partition;
-  result.program_sha256 = spec.program_sha256;
-  result.backend = std::string(backend_->name());
-  result.libraries = backend_->libraries();
-  result.plan_peak_bytes = cp.peak_bytes;
-
-  std::promise<ExecResult> done;
-  auto fut = done.get_future();
-  clock::time_point t_start{}, t_end{};
-  auto task = [&] {
-    t_start = clock::now();
-    try {
-      bool stopping;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        stopping = stop_;
-      }
-      if (stopping) throw Error(ErrorCode::kUnavailable, "server is shutting down");
-      if (cancelled && cancelled->load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
-      if (t_start > deadline) throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded while queued");
-      ExecOptions eo;
-      eo.ctx.backend = backend_.get();
-      eo.ctx.device = backend_->devices().empty() ? Device{} : backend_->devices()[0].device;
-      eo.ctx.account = tenant.account;
-      eo.ctx.pool = pool_;
-      eo.ctx.cancelled = cancelled;
-      eo.cancelled = cancelled;
-      eo.deadline = deadline;
-      eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
-      ExecResult r = execute_program(cp, spec.inputs, eo);
-      t_end = clock::now();
-      done.set_value(std::move(r));
-    } catch (...) {
-      t_end = clock::now();
-      done.set_exception(std::current_exception());
-    }
-  };
+  w->spec = std::move(spec);
+  w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, opts_.partition);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) throw Error(ErrorCode::kUnavailable, "server is shutting down");
-    queue_.emplace_back(task);
+    queue_.push_back(w);
     metrics_->queue_depth(tenant.name, opts_.partition, static_cast<int64_t>(queue_.size()));
   }
   cv_.notify_one();
+  return w->job;
+}
 
-  ExecResult er;
+void Engine::execute(Work& w) {
+  Job& job = *w.job;
+  Tenant& tenant = *w.tenant;
+  if (!job.start()) return;  // cancelled while queued
   try {
-    er = fut.get();
+    if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
+    if (std::chrono::steady_clock::now() > w.deadline) {
+      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded while queued");
+    }
+    ExecOptions eo;
+    eo.ctx.backend = backend_.get();
+    eo.ctx.device = backend_->devices().empty() ? Device{} : backend_->devices()[0].device;
+    eo.ctx.account = tenant.account;
+    eo.ctx.pool = pool_;
+    eo.ctx.cancelled = &job.cancel_flag();
+    eo.cancelled = &job.cancel_flag();
+    eo.deadline = w.deadline;
+    eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
+    eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
+    ExecResult er = execute_program(w.cp, w.spec.inputs, eo);
+
+    // Commit: stored outputs and in-place writes, all or nothing.
+    std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
+    std::set<std::string> written;
+    for (const auto& wr : writes) written.insert(wr.first);
+    for (const auto& [name, stored_name] : w.spec.store) {
+      if (written.count(stored_name)) {
+        throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
+      }
+      for (const auto& [o, t] : er.outputs) {
+        if (o == name) writes.emplace_back(stored_name, t);
+      }
+    }
+    if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
+    tenant.store.commit(std::move(writes));
+
+    JobResult r;
+    r.id = job.id();
+    r.partition = job.partition();
+    r.program_sha256 = w.spec.program_sha256;
+    r.backend = std::string(backend_->name());
+    r.libraries = backend_->libraries();
+    r.plan_peak_bytes = w.cp.peak_bytes;
+    for (const auto& name : w.returns) {
+      for (const auto& [o, t] : er.outputs) {
+        if (o == name) r.outputs.emplace_back(o, t);
+      }
+    }
+    w.spec.inputs.clear();  // release request memory before the result waits to be fetched
+    job.succeed(std::move(r));
   } catch (const Error& e) {
-    std::string state = e.code() == ErrorCode::kCancelled ? "cancelled" : "failed";
-    metrics_->job_finished(tenant.name, opts_.partition, state, ms_between(t_submit, t_start) / 1e3,
-                           ms_between(t_start, t_end) / 1e3);
-    throw;
+    job.fail(e);
+  } catch (const std::bad_alloc&) {
+    job.fail(Error(ErrorCode::kQuotaExceeded, "out of memory"));
+  } catch (const std::exception& e) {
+    job.fail(Error(ErrorCode::kInternal, e.what()));
   }
-  result.queue_ms = ms_between(t_submit, t_start);
-  result.run_ms = ms_between(t_start, t_end);
-
-  // Commit: stored outputs and in-place writes, all or nothing.
-  std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
-  for (const auto& [name, stored_name] : spec.store) {
-    for (const auto& [o, t] : er.outputs) {
-      if (o == name) writes.emplace_back(stored_name, t);
-    }
-  }
-  std::set<std::string> seen;
-  for (const auto& w : writes) {
-    if (!seen.insert(w.first).second)
-      throw Error(ErrorCode::kBadRequest, "stored tensor '" + w.first + "' is written twice");
-  }
-  tenant.store.commit(std::move(writes));
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-  metrics_->job_finished(tenant.name, opts_.partition, "succeeded", result.queue_ms / 1e3, result.run_ms / 1e3);
+  std::string state(job_state_name(job.state()));
+  metrics_->job_finished(tenant.name, job.partition(), state, job.queue_ms() / 1e3, job.run_ms() / 1e3);
+}
 
-  for (const auto& r : ret) {
-    for (const auto& [o, t] : er.outputs) {
-      if (o == r) result.outputs.emplace_back(o, t);
-    }
-  }
-  return result;
+JobResult Engine::run(Tenant& tenant, JobSpec spec) {
+  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  JobState s = job->wait();
+  if (s != JobState::kSucceeded) throw *job->error();
+  JobResult r = *job->result();
+  r.queue_ms = job->queue_ms();
+  r.run_ms = job->run_ms();
+  return r;
 }
 
 }  // namespace tensord

@@ -1,7 +1,7 @@
-// The engine: compiles a job's program against the tenant's stored tensors,
-// runs it on one of the partition's job workers (at most `workqueue_limit`
-// at once), and commits stored writes only when every node succeeded.
-// Thread-safe; run() blocks the caller until the job ends.
+// The engine: compiles a job's program against the tenant's stored tensors
+// (on the caller's thread: a bad program never takes a worker), queues it on
+// the tenant's partition, runs it on a partition worker, and commits stored
+// writes only when every node succeeded. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -16,12 +16,14 @@
 
 #include "ops/backend.h"
 #include "scheduler/job.h"
+#include "scheduler/job_handle.h"
 #include "scheduler/tenant.h"
 
 namespace tensord {
 
 class ThreadPool;
 class EngineMetrics;
+struct CompiledProgram;
 
 struct EngineOptions {
   int workqueue_limit = 2;  // jobs running at once on the default partition
@@ -33,17 +35,22 @@ class Engine {
   Engine(std::unique_ptr<Backend> backend, EngineOptions opts);
   ~Engine();
 
-  // Validates, plans and runs a job; throws tensord::Error on any failure
-  // (nothing committed). `cancelled` may be set by another thread.
-  JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancelled = nullptr);
+  // Validates and plans now (throws tensord::Error, nothing queued), then
+  // queues the job and returns at once.
+  std::shared_ptr<Job> submit(Tenant& tenant, JobSpec spec);
+  // submit + wait; rethrows the job's error. The job is cancelled when
+  // `cancelled` becomes true (checked at node boundaries).
+  JobResult run(Tenant& tenant, JobSpec spec);
 
   Backend& backend() { return *backend_; }
   const EngineOptions& options() const { return opts_; }
-  // Cancels queued jobs and makes new ones fail with unavailable (draining).
+  // Fails queued jobs with unavailable and refuses new ones (draining).
   void shutdown();
 
  private:
+  struct Work;
   void worker_loop();
+  void execute(Work& w);
 
   std::unique_ptr<Backend> backend_;
   EngineOptions opts_;
@@ -51,8 +58,9 @@ class Engine {
   std::unique_ptr<EngineMetrics> metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::shared_ptr<Work>> queue_;
   bool stop_ = false;
+  int running_ = 0;
   std::vector<std::thread> workers_;
   std::atomic<int64_t> next_job_{1};
 };

@@ -16,10 +16,12 @@ namespace tensord {
 class Engine;
 struct Tenant;
 class TenantRegistry;
+class JobTable;
 
 struct AppContext {
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
+  JobTable* jobs = nullptr;  // async jobs (POST /v1/jobs)
   std::string version;
   std::string state_dir;  // empty: no checkpoints
   size_t max_body_bytes = 0;

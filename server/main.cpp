@@ -13,6 +13,7 @@
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/tenant.h"
+#include "scheduler/job_table.h"
 #include "scheduler/tenant_registry.h"
 #include "server/app.h"
 #include "server/http_server.h"
@@ -147,6 +148,8 @@ int main(int argc, char** argv) {
     AppContext app;
     app.engine = &engine;
     app.tenants = &tenants;
+    JobTable jobs;
+    app.jobs = &jobs;
     app.version = TENSORD_VERSION;
     app.state_dir = state_dir;
     app.max_body_bytes = sopt.max_body_bytes;

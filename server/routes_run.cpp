@@ -1,4 +1,5 @@
-// POST /v1/run: a program, run now, answered when it ends (API.md 4.1).
+// POST /v1/run: a program, run now, answered when it ends (API.md 4.1);
+// POST /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id}: the same, async.
 // JSON body, or a safetensors body whose __metadata__["request"] holds the
 // JSON request and whose tensors are the inputs.
 #include "api/json_tensor.h"
@@ -6,40 +7,82 @@
 #include "api/safetensors.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
+#include "scheduler/job_table.h"
 #include "scheduler/tenant.h"
 #include "server/auth.h"
 #include "server/app.h"
 
 namespace tensord {
 
+namespace {
+// A /v1/run or /v1/jobs body (JSON, or safetensors with the request in
+// __metadata__["request"]) as a typed JobSpec.
+JobSpec parse_job_request(HttpRequest& req) {
+  JobSpec spec;
+  if (is_safetensors_body(req)) {
+    auto body = std::make_shared<const std::string>(std::move(req.body));
+    SafetensorsFile f = parse_safetensors(body);
+    auto it = f.metadata.find("request");
+    if (it == f.metadata.end())
+      throw Error(ErrorCode::kBadRequest, "safetensors request without __metadata__[\"request\"]");
+    rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
+    std::map<std::string, Tensor> inputs;
+    for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
+    spec = job_spec_from_json(d, std::move(inputs));
+  } else {
+    rapidjson::Document d = parse_json_object(req.body, "body");
+    spec = job_spec_from_json(d, {});
+  }
+  return spec;
+}
+
+bool b64_requested(const HttpRequest& req) {
+  auto enc = req.query.find("encoding");
+  return enc != req.query.end() && enc->second == "b64";
+}
+
+std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& tenant) {
+  auto job = app.jobs->find(tenant.name, req.params.at("id"));
+  if (!job) throw Error(ErrorCode::kNotFound, "job '" + req.params.at("id") + "' not found");
+  return job;
+}
+}  // namespace
+
 void add_run_routes(Router& r, AppContext& app) {
   add_offloaded(r, "POST", "/v1/run", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    JobSpec spec;
-    if (is_safetensors_body(req)) {
-      auto body = std::make_shared<const std::string>(std::move(req.body));
-      SafetensorsFile f = parse_safetensors(body);
-      auto it = f.metadata.find("request");
-      if (it == f.metadata.end())
-        throw Error(ErrorCode::kBadRequest, "safetensors request without __metadata__[\"request\"]");
-      rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
-      std::map<std::string, Tensor> inputs;
-      for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
-      spec = job_spec_from_json(d, std::move(inputs));
-    } else {
-      rapidjson::Document d = parse_json_object(req.body, "body");
-      spec = job_spec_from_json(d, {});
-    }
-    JobResult res = app.engine->run(tenant, std::move(spec));
+    JobResult res = app.engine->run(tenant, parse_job_request(req));
     HttpResponse resp;
     if (wants_safetensors(req)) {
       resp.content_type = "application/vnd.safetensors";
       resp.body = encode_safetensors(res.outputs, {{"response", job_result_to_json(res, false, false)}});
     } else {
-      auto enc = req.query.find("encoding");
-      resp.body = job_result_to_json(res, true, enc != req.query.end() && enc->second == "b64");
+      resp.body = job_result_to_json(res, true, b64_requested(req));
     }
     return resp;
+  });
+
+  add_offloaded(r, "POST", "/v1/jobs", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
+    app.jobs->add(job);
+    HttpResponse resp = json_response(202, "{\"id\":\"" + job->id() + "\",\"state\":\"queued\"}");
+    resp.headers.emplace_back("Location", "/v1/jobs/" + job->id());
+    return resp;
+  });
+
+  add_offloaded(r, "GET", "/v1/jobs/{id}", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    return json_response(200, job_status_to_json(*find_job(app, req, tenant), b64_requested(req)));
+  });
+
+  r.add("DELETE", "/v1/jobs/{id}", [&app](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    auto job = find_job(app, req, tenant);
+    job->request_cancel();
+    // A queued job ends now; a running one stops at its next node boundary.
+    if (job->state() == JobState::kQueued) job->fail(Error(ErrorCode::kCancelled, "cancelled by the client"));
+    return json_response(200, job_status_to_json(*job, false));
   });
 }
 

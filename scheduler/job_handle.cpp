@@ -1,0 +1,91 @@
+#include "scheduler/job_handle.h"
+
+namespace tensord {
+
+std::string_view job_state_name(JobState s) {
+  switch (s) {
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
+  }
+  return "failed";
+}
+
+JobState Job::state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return state_;
+}
+
+bool Job::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (state_ != JobState::kQueued) return false;
+  state_ = JobState::kRunning;
+  started_ = Clock::now();
+  return true;
+}
+
+void Job::succeed(JobResult r) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (is_final(state_)) return;
+    state_ = JobState::kSucceeded;
+    ended_ = Clock::now();
+    result_ = std::make_shared<const JobResult>(std::move(r));
+  }
+  cv_.notify_all();
+}
+
+void Job::fail(const Error& e) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (is_final(state_)) return;
+    state_ = e.code() == ErrorCode::kCancelled ? JobState::kCancelled : JobState::kFailed;
+    ended_ = Clock::now();
+    if (started_ == Clock::time_point{}) started_ = ended_;
+    error_ = e;
+  }
+  cv_.notify_all();
+}
+
+JobState Job::wait() const {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return is_final(state_); });
+  return state_;
+}
+
+std::optional<Error> Job::error() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
+}
+
+std::shared_ptr<const JobResult> Job::result() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return result_;
+}
+
+Job::Clock::time_point Job::ended_at() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ended_;
+}
+
+double Job::queue_ms() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto until = started_ == Clock::time_point{} ? Clock::now() : started_;
+  return std::chrono::duration<double, std::milli>(until - created_).count();
+}
+
+double Job::run_ms() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (started_ == Clock::time_point{}) return 0;
+  auto until = ended_ == Clock::time_point{} ? Clock::now() : ended_;
+  return std::chrono::duration<double, std::milli>(until - started_).count();
+}
+
+}  // namespace tensord

@@ -1,0 +1,74 @@
+// A submitted job: its state machine (queued -> running -> succeeded |
+// failed | cancelled), result or error, and cancellation flag. Shared by the
+// engine (which drives it), the job table (which keeps it for GET
+// /v1/jobs/{id}) and waiters. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ops/error.h"
+#include "scheduler/job.h"
+
+namespace tensord {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+std::string_view job_state_name(JobState s);
+inline bool is_final(JobState s) {
+  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+class Job {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Job(std::string id, std::string tenant, std::string partition)
+      : id_(std::move(id)), tenant_(std::move(tenant)), partition_(std::move(partition)), created_(Clock::now()) {}
+
+  const std::string& id() const { return id_; }
+  const std::string& tenant() const { return tenant_; }
+  const std::string& partition() const { return partition_; }
+  Clock::time_point created() const { return created_; }
+
+  JobState state() const;
+  // queued -> running; false if the job already ended (cancelled while queued).
+  bool start();
+  void succeed(JobResult r);
+  // Ends the job with `e`: state cancelled for kCancelled, else failed.
+  // No-op when the job already ended.
+  void fail(const Error& e);
+
+  // Blocks until the job ends; returns the final state.
+  JobState wait() const;
+
+  // Set by DELETE /v1/jobs/{id} or a disconnecting client; the executor
+  // stops at the next node boundary.
+  void request_cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  const std::atomic<bool>& cancel_flag() const { return cancel_; }
+
+  // Valid once ended: the error (failed/cancelled) or the result (succeeded).
+  std::optional<Error> error() const;
+  std::shared_ptr<const JobResult> result() const;
+  Clock::time_point ended_at() const;
+  double queue_ms() const;
+  double run_ms() const;
+
+ private:
+  const std::string id_, tenant_, partition_;
+  const Clock::time_point created_;
+  std::atomic<bool> cancel_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  JobState state_ = JobState::kQueued;
+  Clock::time_point started_{}, ended_{};
+  std::optional<Error> error_;
+  std::shared_ptr<const JobResult> result_;
+};
+
+}  // namespace tensord

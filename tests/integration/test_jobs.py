@@ -1,0 +1,99 @@
+"""Async jobs: POST /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id}."""
+
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import Server, _stop_and_check
+
+
+def chain_program(n_nodes, size):
+    """A program of n_nodes matmuls chained (long enough to cancel mid-way)."""
+    nodes = [{"id": "r", "op": "rand", "args": [[size, size]], "kwargs": {"dtype": "float64", "seed": 1},
+              "outputs": ["x0"]}]
+    for i in range(n_nodes):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "args": ["x%d" % i, "x0"], "outputs": ["x%d" % (i + 1)]})
+    nodes.append({"id": "s", "op": "sum", "args": ["x%d" % n_nodes], "outputs": ["total"]})
+    return {"nodes": nodes, "outputs": ["total"]}
+
+
+def wait_final(url, job_id, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = requests.get(url + "/v1/jobs/" + job_id, timeout=10)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        if body["state"] in ("succeeded", "failed", "cancelled"):
+            return body
+        time.sleep(0.02)
+    raise AssertionError("job %s did not finish" % job_id)
+
+
+@pytest.fixture(scope="module")
+def serial_server():
+    srv = Server(["--workqueue-limit", "1"], name="serial")
+    yield srv
+    _stop_and_check(srv)
+
+
+def test_job_succeeds_and_keeps_outputs(server):
+    prog = {"nodes": [{"id": "a", "op": "add", "args": ["x", 1.5], "outputs": ["y"]}], "outputs": ["y"]}
+    r = requests.post(server.url + "/v1/jobs",
+                      json={"program": prog, "inputs": {"x": {"dtype": "float32", "shape": [3], "data": [1, 2, 3]}}},
+                      timeout=10)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert r.headers["Location"] == "/v1/jobs/" + job_id
+    body = wait_final(server.url, job_id)
+    assert body["state"] == "succeeded"
+    assert body["outputs"]["y"]["data"] == [2.5, 3.5, 4.5]
+    assert body["job"]["id"] == job_id and body["queue_ms"] >= 0 and body["run_ms"] >= 0
+    # Still there on a second read.
+    assert wait_final(server.url, job_id)["outputs"]["y"]["data"] == [2.5, 3.5, 4.5]
+
+
+def test_job_failure_reports_code_and_node(server):
+    prog = {"nodes": [{"id": "bad", "op": "linalg.eigh", "args": ["x"], "outputs": ["w", "v"]}], "outputs": ["w"]}
+    x = {"dtype": "float64", "shape": [2, 2], "data": [[1, "nan"], ["nan", 1]]}
+    r = requests.post(server.url + "/v1/jobs", json={"program": prog, "inputs": {"x": x}}, timeout=10)
+    assert r.status_code == 202
+    body = wait_final(server.url, r.json()["id"])
+    assert body["state"] == "failed"
+    assert body["error"]["code"] == "numerical_error"
+    assert body["error"]["node"] == "bad"
+    assert "outputs" not in body
+
+
+def test_invalid_program_is_rejected_synchronously(server):
+    prog = {"nodes": [{"id": "n", "op": "add", "args": ["nope", 1]}]}
+    r = requests.post(server.url + "/v1/jobs", json={"program": prog}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_program"
+
+
+def test_unknown_job_404(server):
+    for method in ("GET", "DELETE"):
+        r = requests.request(method, server.url + "/v1/jobs/job-999999", timeout=10)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+def test_cancel_queued_and_running(serial_server):
+    url = serial_server.url
+    long_job = requests.post(url + "/v1/jobs", json={"program": chain_program(300, 300)}, timeout=10).json()["id"]
+    queued = requests.post(url + "/v1/jobs", json={"program": chain_program(2, 8)}, timeout=10).json()["id"]
+    # The limit-1 partition runs the long job; the second waits.
+    r = requests.delete(url + "/v1/jobs/" + queued, timeout=10)
+    assert r.status_code == 200
+    assert r.json()["state"] == "cancelled"
+    assert wait_final(url, queued)["state"] == "cancelled"
+    # Cancel the running one: it stops at its next node boundary.
+    t0 = time.time()
+    requests.delete(url + "/v1/jobs/" + long_job, timeout=10)
+    body = wait_final(url, long_job)
+    assert body["state"] == "cancelled", body
+    assert body["error"]["code"] == "cancelled"
+    assert time.time() - t0 < 5
+    # The partition is free again.
+    again = requests.post(url + "/v1/jobs", json={"program": chain_program(1, 4)}, timeout=10).json()["id"]
+    assert wait_final(url, again)["state"] == "succeeded"

@@ -8,7 +8,9 @@
 namespace tensord {
 
 namespace {
-[[noreturn]] void bad(const std::string& msg) { throw Error(ErrorCode::kBadRequest, "config: " + msg); }
+[[noreturn]] void bad(const std::string& msg) {
+  throw Error(ErrorCode::kBadRequest, "config: " + msg);
+}
 
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
@@ -58,9 +60,11 @@ void validate_config(const ServerConfig& c) {
     if (t.max_running < 1) bad("tenant '" + t.name + "': max_running must be >= 1");
     if (!c.anonymous) {
       bool hex = t.token_sha256.size() == 64;
-      for (char ch : t.token_sha256) hex = hex && std::isxdigit(static_cast<unsigned char>(ch)) && !std::isupper(static_cast<unsigned char>(ch));
+      for (char ch : t.token_sha256)
+        hex = hex && std::isxdigit(static_cast<unsigned char>(ch)) && !std::isupper(static_cast<unsigned char>(ch));
       if (!hex) bad("tenant '" + t.name + "': token_sha256 must be 64 lower-case hex digits");
-      if (!tokens.insert(t.token_sha256).second) bad("tenant '" + t.name + "': token_sha256 is shared with another tenant");
+      if (!tokens.insert(t.token_sha256).second)
+        bad("tenant '" + t.name + "': token_sha256 is shared with another tenant");
     }
   }
 }

@@ -12,8 +12,7 @@
 namespace tensord {
 
 struct Tenant {
-  explicit Tenant(std::string n, int64_t memory_limit = INT64_MAX)
-      : Tenant(make_config(std::move(n), memory_limit)) {}
+  explicit Tenant(std::string n, int64_t memory_limit = INT64_MAX) : Tenant(make_config(std::move(n), memory_limit)) {}
   explicit Tenant(const TenantConfig& c)
       : config(c),
         name(c.name),

@@ -33,7 +33,9 @@ Tenant* TenantRegistry::by_name(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-Tenant* TenantRegistry::default_tenant() const { return anonymous_ ? tenants_.front().get() : nullptr; }
+Tenant* TenantRegistry::default_tenant() const {
+  return anonymous_ ? tenants_.front().get() : nullptr;
+}
 
 std::vector<Tenant*> TenantRegistry::all() const {
   std::vector<Tenant*> out;

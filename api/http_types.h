@@ -2,7 +2,9 @@
 // messages to and from these; handlers and api/ never see Beast.
 #pragma once
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,9 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string request_id;
+  // Set by the session when the client closes its connection while a
+  // (kOffload) handler runs: long handlers cancel their work on it.
+  std::shared_ptr<std::atomic<bool>> client_gone = std::make_shared<std::atomic<bool>>(false);
   // Filled by the router: route template and its {params}.
   std::string route;
   std::map<std::string, std::string> params;

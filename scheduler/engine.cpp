@@ -177,8 +177,13 @@ void Engine::execute(Work& w) {
   metrics_->job_finished(tenant.name, job.partition(), state, job.queue_ms() / 1e3, job.run_ms() / 1e3);
 }
 
-JobResult Engine::run(Tenant& tenant, JobSpec spec) {
+JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
   std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  if (cancel_when) {
+    while (!job->wait_for(std::chrono::milliseconds(20))) {
+      if (cancel_when->load()) job->cancel("the client closed the connection");
+    }
+  }
   JobState s = job->wait();
   if (s != JobState::kSucceeded) throw *job->error();
   JobResult r = *job->result();

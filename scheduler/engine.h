@@ -39,8 +39,9 @@ class Engine {
   // queues the job and returns at once.
   std::shared_ptr<Job> submit(Tenant& tenant, JobSpec spec);
   // submit + wait; rethrows the job's error. The job is cancelled when
-  // `cancelled` becomes true (checked at node boundaries).
-  JobResult run(Tenant& tenant, JobSpec spec);
+  // `*cancel_when` becomes true (a client that went away): a queued job at
+  // once, a running one at its next node boundary.
+  JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
 
   Backend& backend() { return *backend_; }
   const EngineOptions& options() const { return opts_; }

@@ -60,6 +60,16 @@ JobState Job::wait() const {
   return state_;
 }
 
+bool Job::wait_for(std::chrono::milliseconds d) const {
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, d, [&] { return is_final(state_); });
+}
+
+void Job::cancel(const std::string& why) {
+  request_cancel();
+  if (state() == JobState::kQueued) fail(Error(ErrorCode::kCancelled, why));
+}
+
 std::optional<Error> Job::error() const {
   std::lock_guard<std::mutex> lk(mu_);
   return error_;

@@ -46,6 +46,10 @@ class Job {
 
   // Blocks until the job ends; returns the final state.
   JobState wait() const;
+  // Waits at most `d`; true when the job has ended.
+  bool wait_for(std::chrono::milliseconds d) const;
+  // Requests cancellation; a job still queued ends at once as cancelled.
+  void cancel(const std::string& why);
 
   // Set by DELETE /v1/jobs/{id} or a disconnecting client; the executor
   // stops at the next node boundary.

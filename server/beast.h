@@ -3,6 +3,7 @@
 // part of the build, and nothing outside server/ sees Beast.
 #pragma once
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

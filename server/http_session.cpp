@@ -235,11 +235,13 @@ void HttpSession::handle_request() {
   }
   if (offload) {
     // Run on the handler pool; come back to this connection's strand to write.
+    watch_disconnect(req.client_gone);
     state_->offload([self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
       HttpResponse out = self->call_handler(req);
       net::post(self->stream_.get_executor(), [self, out = std::move(out), route = std::move(req.route),
                                                head = req.method == "HEAD", client_keep_alive]() mutable {
         self->route_ = std::move(route);
+        self->stop_watching();
         bool keep_alive = client_keep_alive && !self->state_->draining.load();
         self->send(std::move(out), head, keep_alive);
       });
@@ -250,6 +252,27 @@ void HttpSession::handle_request() {
   route_ = req.route;
   bool keep_alive = client_keep_alive && !state_->draining.load();
   send(std::move(out), req.method == "HEAD", keep_alive);
+}
+
+void HttpSession::watch_disconnect(std::shared_ptr<std::atomic<bool>> gone) {
+  // A pipelined next request already buffered: the client is still there.
+  if (buffer_.size() > 0) return;
+  watching_ = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      net::bind_executor(stream_.get_executor(), [self = shared_from_this(), gone](beast::error_code ec) {
+        self->watching_ = false;
+        if (ec) return;  // cancelled: the handler finished first
+        beast::error_code aec;
+        // Readable with nothing to read: the peer closed (or reset) the connection.
+        if (self->stream_.socket().available(aec) == 0 || aec) gone->store(true);
+      }));
+}
+
+void HttpSession::stop_watching() {
+  if (!watching_) return;
+  beast::error_code ec;
+  stream_.socket().cancel(ec);
 }
 
 HttpResponse HttpSession::call_handler(HttpRequest& req) {

@@ -38,6 +38,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Dispatches with the one error policy: never throws. Thread-safe with
   // respect to this session (touches only `req` and shared state).
   HttpResponse call_handler(HttpRequest& req);
+  // While an offloaded handler runs: notice the client closing the connection.
+  void watch_disconnect(std::shared_ptr<std::atomic<bool>> gone);
+  void stop_watching();
+  bool watching_ = false;
   // Answers an error decided before the router ran, then closes.
   void reply_and_close(const Error& e);
   void send(HttpResponse&& out, bool head, bool keep_alive);

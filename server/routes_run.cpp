@@ -51,7 +51,7 @@ std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& t
 void add_run_routes(Router& r, AppContext& app) {
   add_offloaded(r, "POST", "/v1/run", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    JobResult res = app.engine->run(tenant, parse_job_request(req));
+    JobResult res = app.engine->run(tenant, parse_job_request(req), req.client_gone.get());
     HttpResponse resp;
     if (wants_safetensors(req)) {
       resp.content_type = "application/vnd.safetensors";
@@ -79,9 +79,8 @@ void add_run_routes(Router& r, AppContext& app) {
   r.add("DELETE", "/v1/jobs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
     auto job = find_job(app, req, tenant);
-    job->request_cancel();
     // A queued job ends now; a running one stops at its next node boundary.
-    if (job->state() == JobState::kQueued) job->fail(Error(ErrorCode::kCancelled, "cancelled by the client"));
+    job->cancel("cancelled by the client");
     return json_response(200, job_status_to_json(*job, false));
   });
 }

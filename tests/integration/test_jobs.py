@@ -97,3 +97,25 @@ def test_cancel_queued_and_running(serial_server):
     # The partition is free again.
     again = requests.post(url + "/v1/jobs", json={"program": chain_program(1, 4)}, timeout=10).json()["id"]
     assert wait_final(url, again)["state"] == "succeeded"
+
+
+def test_client_disconnect_cancels_run(serial_server):
+    """A /v1/run whose client goes away is cancelled: the limit-1 partition
+    is free long before the abandoned job would have finished."""
+    import json
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(serial_server.url)
+    body = json.dumps({"program": chain_program(6000, 300)}).encode()  # ~6 s if it ran to the end
+    s = socket.create_connection((u.hostname, u.port), timeout=10)
+    s.sendall(b"POST /v1/run HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+              % len(body) + body)
+    time.sleep(0.5)  # the job is running now
+    s.close()
+    t0 = time.time()
+    r = requests.post(serial_server.url + "/v1/run", json={"program": chain_program(1, 4)}, timeout=30)
+    assert r.status_code == 200
+    assert time.time() - t0 < 3.0, "the abandoned job kept the partition busy"
+    metrics = requests.get(serial_server.url + "/metrics", timeout=10).text
+    assert 'state="cancelled"' in metrics

@@ -95,7 +95,10 @@ HttpResponse error_reply(const Error& e, const std::string& request_id, int retr
   if (!e.node().empty()) body += ",\"node\":" + json_quote(clip(e.node()));
   body += ",\"request_id\":" + json_quote(request_id) + "}}";
   r.body = std::move(body);
-  if (r.status == 429) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s < 1 ? 1 : retry_after_s));
+  if (r.status == 429) {
+    int ra = retry_after_s > 0 ? retry_after_s : e.retry_after_s();
+    r.headers.emplace_back("Retry-After", std::to_string(ra < 1 ? 1 : ra));
+  }
   if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"tensord\"");
   return r;
 }

@@ -13,8 +13,9 @@ namespace tensord {
 int http_status(ErrorCode code);
 
 // {"error": {"code", "message", "node"?, "request_id"}} with the status;
-// 429 replies carry Retry-After (seconds, default 1).
-HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s = 1);
+// 429 replies carry Retry-After: `retry_after_s` when > 0, else the error's
+// own estimate (e.retry_after_s(): the queue's drain rate), else 1.
+HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s = 0);
 
 // Escapes a string as a JSON string literal (with the quotes).
 std::string json_quote(const std::string& s);

@@ -44,15 +44,25 @@ class Error : public std::exception {
   ErrorCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
   const std::string& node() const noexcept { return node_; }
+  // Seconds a client should wait before retrying (429 Retry-After); 0: unset.
+  int retry_after_s() const noexcept { return retry_after_s_; }
   const char* what() const noexcept override { return message_.c_str(); }
 
   // Returns a copy tagged with the program node it came from (if untagged).
-  Error with_node(const std::string& node) const { return Error(code_, message_, node_.empty() ? node : node_); }
+  Error with_node(const std::string& node) const {
+    Error e(code_, message_, node_.empty() ? node : node_);
+    e.retry_after_s_ = retry_after_s_;
+    return e;
+  }
+
+ protected:
+  void set_retry_after_s(int s) noexcept { retry_after_s_ = s; }
 
  private:
   ErrorCode code_;
   std::string message_;
   std::string node_;
+  int retry_after_s_ = 0;
 };
 
 [[noreturn]] void throw_error(ErrorCode code, std::string message);

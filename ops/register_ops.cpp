@@ -10,6 +10,7 @@ void register_all_ops(OpRegistry& r) {
   register_shape_ops(r);
   register_creation_ops(r);
   register_linalg_ops(r);
+  register_optim_ops(r);
 }
 
 }  // namespace tensord

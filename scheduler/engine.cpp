@@ -5,9 +5,9 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
-#include "ops/cpu/cpu_backend.h"
 #include "ops/error.h"
 #include "scheduler/engine_metrics.h"
+#include "scheduler/job_scheduler.h"
 
 namespace tensord {
 
@@ -17,62 +17,46 @@ struct Engine::Work {
   JobSpec spec;
   CompiledProgram cp;
   std::vector<std::string> returns;
-  std::chrono::steady_clock::time_point deadline;
 };
 
-Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions opts)
-    : backend_(std::move(backend)), opts_(std::move(opts)) {
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend_.get())) pool_ = &cpu->pool();
+namespace {
+std::vector<PartitionSpec> partition_specs(const ServerConfig& c) {
+  std::vector<PartitionSpec> out;
+  for (const auto& p : c.partitions) out.push_back(PartitionSpec{p.name, p.share, p.workqueue_limit});
+  return out;
+}
+std::vector<TenantSpec> tenant_specs(const ServerConfig& c) {
+  std::vector<TenantSpec> out;
+  for (const auto& t : c.tenants) out.push_back(TenantSpec{t.name, t.partition, t.weight, t.max_queued, t.max_running});
+  return out;
+}
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts)
+    : backend_(std::move(backend)), config_(config) {
+  validate_config(config_);
   metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()));
-  if (opts_.workqueue_limit < 1) opts_.workqueue_limit = 1;
-  metrics_->inflight(opts_.partition, 0, opts_.workqueue_limit);
-  for (int i = 0; i < opts_.workqueue_limit; ++i) workers_.emplace_back([this] { worker_loop(); });
+  EngineMetrics* m = metrics_.get();
+  scheduler_ = std::make_unique<JobScheduler>(partition_specs(config_), tenant_specs(config_), opts.clock, opts.cores,
+                                              [m](const JobEvent& e) { m->on_event(e); });
+  for (const auto& p : config_.partitions) m->inflight(p.name, 0, p.workqueue_limit);
 }
 
 Engine::~Engine() {
   shutdown();
-  for (auto& w : workers_) w.join();
 }
 
 void Engine::shutdown() {
-  std::deque<std::shared_ptr<Work>> dropped;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) return;
-    stop_ = true;
-    dropped.swap(queue_);
-  }
-  cv_.notify_all();
-  for (auto& w : dropped) w->job->fail(Error(ErrorCode::kUnavailable, "server is shutting down"));
+  scheduler_->shutdown();
 }
 
-void Engine::worker_loop() {
-  for (;;) {
-    std::shared_ptr<Work> w;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      w = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
-      metrics_->inflight(opts_.partition, running_, opts_.workqueue_limit);
-    }
-    execute(*w);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      --running_;
-      metrics_->inflight(opts_.partition, running_, opts_.workqueue_limit);
-    }
-  }
+SchedulerStats Engine::stats() const {
+  return scheduler_->stats();
 }
 
 std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
-  const auto now = std::chrono::steady_clock::now();
-  w->deadline = spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms)
-                                     : std::chrono::steady_clock::time_point::max();
   std::map<std::string, TensorMeta> input_metas;
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
@@ -103,78 +87,104 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
       if (!spec.store.count(o)) w->returns.push_back(o);
     }
   }
+  const auto now = scheduler_->clock().now();
+  const auto deadline =
+      spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms) : Clock::time_point::max();
+  const int priority = spec.priority;
   w->spec = std::move(spec);
-  w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, opts_.partition);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) throw Error(ErrorCode::kUnavailable, "server is shutting down");
-    queue_.push_back(w);
-    metrics_->queue_depth(tenant.name, opts_.partition, static_cast<int64_t>(queue_.size()));
-  }
-  cv_.notify_one();
+  w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition);
+
+  // Both callbacks own the job: the scheduler may drop `run` before it
+  // calls `fail` (a job cancelled or expired while queued).
+  std::shared_ptr<Job> job = w->job;
+  uint64_t sid = scheduler_->submit(
+      tenant.name, priority, deadline, [this, w](const PartitionContext& pc) { execute(w, pc); },
+      [this, job](const Error& e) {
+        job->fail(e);
+        record_end(*job);
+      });
+  JobScheduler* sched = scheduler_.get();
+  w->job->set_canceller([sched, sid] { return sched->cancel(sid); });
   return w->job;
 }
 
-void Engine::execute(Work& w) {
+void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc) {
+  Work& w = *wp;
   Job& job = *w.job;
   Tenant& tenant = *w.tenant;
-  if (!job.start()) return;  // cancelled while queued
+  if (!job.start()) return;  // ended while queued
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
-    if (std::chrono::steady_clock::now() > w.deadline) {
-      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded while queued");
-    }
-    ExecOptions eo;
-    eo.ctx.backend = backend_.get();
-    eo.ctx.device = backend_->devices().empty() ? Device{} : backend_->devices()[0].device;
-    eo.ctx.account = tenant.account;
-    eo.ctx.pool = pool_;
-    eo.ctx.cancelled = &job.cancel_flag();
-    eo.cancelled = &job.cancel_flag();
-    eo.deadline = w.deadline;
-    eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-    eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
-    ExecResult er = execute_program(w.cp, w.spec.inputs, eo);
-
-    // Commit: stored outputs and in-place writes, all or nothing.
-    std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
-    std::set<std::string> written;
-    for (const auto& wr : writes) written.insert(wr.first);
-    for (const auto& [name, stored_name] : w.spec.store) {
-      if (written.count(stored_name)) {
-        throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
-      }
-      for (const auto& [o, t] : er.outputs) {
-        if (o == name) writes.emplace_back(stored_name, t);
-      }
-    }
-    if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
-    tenant.store.commit(std::move(writes));
-
     JobResult r;
-    r.id = job.id();
-    r.partition = job.partition();
-    r.program_sha256 = w.spec.program_sha256;
-    r.backend = std::string(backend_->name());
-    r.libraries = backend_->libraries();
-    r.plan_peak_bytes = w.cp.peak_bytes;
-    for (const auto& name : w.returns) {
-      for (const auto& [o, t] : er.outputs) {
-        if (o == name) r.outputs.emplace_back(o, t);
+    {
+      ExecOptions eo;
+      eo.ctx.backend = backend_.get();
+      eo.ctx.device = backend_->devices().empty() ? Device{} : backend_->devices()[0].device;
+      eo.ctx.account = tenant.account;
+      eo.ctx.pool = pc.pool;
+      eo.ctx.cancelled = &job.cancel_flag();
+      eo.cancelled = &job.cancel_flag();
+      // The scheduler's clock may be a test clock: convert its deadline to
+      // steady_clock for the executor's node-boundary checks.
+      if (pc.deadline != Clock::time_point::max()) {
+        eo.deadline =
+            std::chrono::steady_clock::now() +
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
       }
-    }
-    w.spec.inputs.clear();  // release request memory before the result waits to be fetched
+      eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
+      eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
+      ExecResult er = execute_program(w.cp, w.spec.inputs, eo);
+
+      // Commit: stored outputs and in-place writes, all or nothing.
+      std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
+      std::set<std::string> written;
+      for (const auto& wr : writes) written.insert(wr.first);
+      for (const auto& [name, stored_name] : w.spec.store) {
+        if (written.count(stored_name)) {
+          throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
+        }
+        for (const auto& [o, t] : er.outputs) {
+          if (o == name) writes.emplace_back(stored_name, t);
+        }
+      }
+      if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
+      tenant.store.commit(std::move(writes));
+
+      r.id = job.id();
+      r.partition = job.partition();
+      r.program_sha256 = w.spec.program_sha256;
+      r.backend = std::string(backend_->name());
+      r.libraries = backend_->libraries();
+      r.plan_peak_bytes = w.cp.peak_bytes;
+      for (const auto& name : w.returns) {
+        for (const auto& [o, t] : er.outputs) {
+          if (o == name) r.outputs.emplace_back(o, t);
+        }
+      }
+    }  // the executor's values are released here, before anyone is woken
+    // So are the inputs and the program's snapshots of stored tensors: once
+    // the caller wakes, the tenant's memory shows only what it keeps.
+    w.spec.inputs.clear();
+    w.cp = CompiledProgram{};
+    metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.succeed(std::move(r));
   } catch (const Error& e) {
+    w.spec.inputs.clear();
+    w.cp = CompiledProgram{};
+    metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.fail(e);
   } catch (const std::bad_alloc&) {
     job.fail(Error(ErrorCode::kQuotaExceeded, "out of memory"));
   } catch (const std::exception& e) {
     job.fail(Error(ErrorCode::kInternal, e.what()));
   }
-  metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-  std::string state(job_state_name(job.state()));
-  metrics_->job_finished(tenant.name, job.partition(), state, job.queue_ms() / 1e3, job.run_ms() / 1e3);
+  // Only job-owned values from here on: the tenant may be gone once woken.
+  record_end(job);
+}
+
+void Engine::record_end(const Job& job) {
+  metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())), job.queue_ms() / 1e3,
+                         job.run_ms() / 1e3);
 }
 
 JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
@@ -186,7 +196,7 @@ JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* can
   }
   JobState s = job->wait();
   if (s != JobState::kSucceeded) throw *job->error();
-  JobResult r = *job->result();
+  JobResult r = *job->take_result();
   r.queue_ms = job->queue_ms();
   r.run_ms = job->run_ms();
   return r;

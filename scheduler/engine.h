@@ -1,42 +1,41 @@
 // The engine: compiles a job's program against the tenant's stored tensors
 // (on the caller's thread: a bad program never takes a worker), queues it on
-// the tenant's partition, runs it on a partition worker, and commits stored
-// writes only when every node succeeded. Thread-safe.
+// the tenant's partition through the JobScheduler (weighted fair queueing,
+// workqueue limits), runs it on a partition runner with the partition's
+// compute pool, and commits stored writes only when every node succeeded.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "ops/backend.h"
+#include "scheduler/clock.h"
+#include "scheduler/config.h"
 #include "scheduler/job.h"
 #include "scheduler/job_handle.h"
+#include "scheduler/scheduler_types.h"
 #include "scheduler/tenant.h"
 
 namespace tensord {
 
-class ThreadPool;
 class EngineMetrics;
-struct CompiledProgram;
+class JobScheduler;
 
 struct EngineOptions {
-  int workqueue_limit = 2;  // jobs running at once on the default partition
-  std::string partition = "default";
+  std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
+  int cores = 0;  // cores to split among partitions; 0: all
 };
 
 class Engine {
  public:
-  Engine(std::unique_ptr<Backend> backend, EngineOptions opts);
+  Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts = {});
   ~Engine();
 
   // Validates and plans now (throws tensord::Error, nothing queued), then
-  // queues the job and returns at once.
+  // queues the job and returns at once. A full queue throws 429 queue_full
+  // carrying a Retry-After estimate.
   std::shared_ptr<Job> submit(Tenant& tenant, JobSpec spec);
   // submit + wait; rethrows the job's error. The job is cancelled when
   // `*cancel_when` becomes true (a client that went away): a queued job at
@@ -44,25 +43,21 @@ class Engine {
   JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
 
   Backend& backend() { return *backend_; }
-  const EngineOptions& options() const { return opts_; }
-  // Fails queued jobs with unavailable and refuses new ones (draining).
+  const ServerConfig& config() const { return config_; }
+  SchedulerStats stats() const;
+  // Fails queued jobs with unavailable, refuses new ones, waits for running
+  // jobs (draining). Idempotent.
   void shutdown();
 
  private:
   struct Work;
-  void worker_loop();
-  void execute(Work& w);
+  void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
+  void record_end(const Job& job);
 
   std::unique_ptr<Backend> backend_;
-  EngineOptions opts_;
-  ThreadPool* pool_ = nullptr;  // the CPU backend's pool, if any
+  ServerConfig config_;
   std::unique_ptr<EngineMetrics> metrics_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Work>> queue_;
-  bool stop_ = false;
-  int running_ = 0;
-  std::vector<std::thread> workers_;
+  std::unique_ptr<JobScheduler> scheduler_;
   std::atomic<int64_t> next_job_{1};
 };
 

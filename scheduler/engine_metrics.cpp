@@ -8,8 +8,10 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "metrics/metrics.h"
+#include "scheduler/scheduler_types.h"
 
 namespace tensord {
 
@@ -35,6 +37,11 @@ struct EngineMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* mem_limit;
   std::mutex mu;
   std::map<std::string, std::pair<prometheus::Counter*, prometheus::Histogram*>> ops;
+  // Scheduler state mirrored from its events.
+  std::mutex ev_mu;
+  std::set<uint64_t> started;
+  std::map<std::pair<std::string, std::string>, int64_t> q_depth;  // (tenant, partition)
+  std::map<std::string, int64_t> q_running;                        // partition
 };
 
 EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>()) {
@@ -98,6 +105,32 @@ void EngineMetrics::op_ran(const std::string& op, double seconds) {
 
 void EngineMetrics::queue_depth(const std::string& tenant, const std::string& partition, int64_t depth) {
   impl_->depth->Add({{"tenant", tenant}, {"partition", partition}}).Set(static_cast<double>(depth));
+}
+
+void EngineMetrics::on_event(const JobEvent& e) {
+  std::lock_guard<std::mutex> lk(impl_->ev_mu);
+  auto& d = impl_->q_depth[{e.tenant, e.partition}];
+  auto& r = impl_->q_running[e.partition];
+  switch (e.kind) {
+    case JobEvent::Kind::kQueued:
+      ++d;
+      break;
+    case JobEvent::Kind::kStarted:
+      --d;
+      ++r;
+      impl_->started.insert(e.id);
+      break;
+    case JobEvent::Kind::kFinished:
+    case JobEvent::Kind::kFailed:
+      if (impl_->started.erase(e.id)) {
+        --r;
+      } else {
+        --d;  // left the queue without running (cancelled, expired, shutdown)
+      }
+      break;
+  }
+  impl_->depth->Add({{"tenant", e.tenant}, {"partition", e.partition}}).Set(static_cast<double>(d));
+  impl_->inflight->Add({{"partition", e.partition}}).Set(static_cast<double>(r));
 }
 
 void EngineMetrics::inflight(const std::string& partition, int64_t n, int64_t limit) {

@@ -67,7 +67,18 @@ bool Job::wait_for(std::chrono::milliseconds d) const {
 
 void Job::cancel(const std::string& why) {
   request_cancel();
-  if (state() == JobState::kQueued) fail(Error(ErrorCode::kCancelled, why));
+  std::function<bool()> c;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    c = canceller_;
+  }
+  if (c && c()) return;  // the scheduler removed it and failed it
+  if (state() == JobState::kQueued && !c) fail(Error(ErrorCode::kCancelled, why));
+}
+
+void Job::set_canceller(std::function<bool()> c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  canceller_ = std::move(c);
 }
 
 std::optional<Error> Job::error() const {
@@ -78,6 +89,11 @@ std::optional<Error> Job::error() const {
 std::shared_ptr<const JobResult> Job::result() const {
   std::lock_guard<std::mutex> lk(mu_);
   return result_;
+}
+
+std::shared_ptr<const JobResult> Job::take_result() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::move(result_);
 }
 
 Job::Clock::time_point Job::ended_at() const {

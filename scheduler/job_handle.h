@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,8 +49,12 @@ class Job {
   JobState wait() const;
   // Waits at most `d`; true when the job has ended.
   bool wait_for(std::chrono::milliseconds d) const;
-  // Requests cancellation; a job still queued ends at once as cancelled.
+  // Requests cancellation; a job still queued ends at once as cancelled
+  // (through the canceller, which removes it from its queue).
   void cancel(const std::string& why);
+  // Set by the engine at submit: removes the job from the scheduler's queue
+  // and fails it; returns false when the job is no longer queued.
+  void set_canceller(std::function<bool()> c);
 
   // Set by DELETE /v1/jobs/{id} or a disconnecting client; the executor
   // stops at the next node boundary.
@@ -59,6 +64,9 @@ class Job {
   // Valid once ended: the error (failed/cancelled) or the result (succeeded).
   std::optional<Error> error() const;
   std::shared_ptr<const JobResult> result() const;
+  // Moves the result out (a synchronous /v1/run hands it to its caller and
+  // keeps nothing, so the tenant's memory drops as soon as the reply is sent).
+  std::shared_ptr<const JobResult> take_result();
   Clock::time_point ended_at() const;
   double queue_ms() const;
   double run_ms() const;
@@ -73,6 +81,7 @@ class Job {
   Clock::time_point started_{}, ended_{};
   std::optional<Error> error_;
   std::shared_ptr<const JobResult> result_;
+  std::function<bool()> canceller_;
 };
 
 }  // namespace tensord

@@ -235,6 +235,9 @@ void HttpSession::handle_request() {
   }
   if (offload) {
     // Run on the handler pool; come back to this connection's strand to write.
+    // No read or write is pending while the handler runs: a job may take
+    // longer than any I/O timeout, so the stream's timer is off until send().
+    stream_.expires_never();
     watch_disconnect(req.client_gone);
     state_->offload([self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
       HttpResponse out = self->call_handler(req);

@@ -28,8 +28,8 @@ const char* kUsage =
     "usage: tensord [flags]\n"
     "  --listen HOST:PORT        address to serve (default 127.0.0.1:8080; port 0 = any free port)\n"
     "  --backend auto|cpu|cuda   compute backend (default auto: cuda when a device answers, else cpu)\n"
-    "  --threads N               CPU worker threads (default: one per core)\n"
-    "  --workqueue-limit N       jobs run at once on the default partition (default 2)\n"
+    "  --threads N               CPU cores to split among the partitions (default: all)\n"
+    "  --workqueue-limit N       without --config: jobs run at once on the default partition (default 2)\n"
     "  --io-threads N            HTTP threads (default max(2, cores))\n"
     "  --max-body-bytes N        largest request body (default 1073741824)\n"
     "  --config FILE             partitions and tenants (JSON, API.md section 9); without it one\n"
@@ -120,10 +120,11 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   if (backend_name == "auto") {
-    backend = make_backend("cuda", threads);
-    if (!backend) backend = make_backend("cpu", threads);
+    backend = make_backend("cuda", 1);
+    if (!backend) backend = make_backend("cpu", 1);
   } else if (backend_name == "cpu" || backend_name == "cuda") {
-    backend = make_backend(backend_name, threads);
+    // The CPU backend's own pool stays empty: each partition has its pool.
+    backend = make_backend(backend_name, 1);
     if (!backend) {
       std::cerr << "tensord: backend " << backend_name << " is not available (not compiled in, or no device)\n";
       return 2;
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
 
   try {
     EngineOptions eopt;
-    eopt.workqueue_limit = workqueue_limit;
-    Engine engine(std::move(backend), eopt);
+    eopt.cores = threads;  // cores split among the partitions (0: all)
+    Engine engine(std::move(backend), config, eopt);
     TenantRegistry tenants(config);
     if (!state_dir.empty()) {
       for (Tenant* t : tenants.all()) {

@@ -59,14 +59,30 @@ std::string info_json(const AppContext& app) {
   w.Int(1);
   w.Key("partitions");
   w.StartArray();
-  w.StartObject();
-  w.Key("name");
-  w.String(app.engine->options().partition);
-  w.Key("share");
-  w.Double(1.0);
-  w.Key("workqueue_limit");
-  w.Int(app.engine->options().workqueue_limit);
-  w.EndObject();
+  SchedulerStats stats = app.engine->stats();
+  for (const auto& p : app.engine->config().partitions) {
+    w.StartObject();
+    w.Key("name");
+    w.String(p.name.c_str(), static_cast<rapidjson::SizeType>(p.name.size()));
+    w.Key("share");
+    w.Double(p.share);
+    w.Key("workqueue_limit");
+    w.Int(p.workqueue_limit);
+    for (const auto& ps : stats.partitions) {
+      if (ps.name != p.name) continue;
+      w.Key("inflight");
+      w.Int(ps.inflight);
+      w.Key("queued");
+      w.Int64(ps.queued);
+      w.Key("threads");
+      w.Int(ps.threads);
+      w.Key("cpus");
+      w.StartArray();
+      for (int c : ps.cpus) w.Int(c);
+      w.EndArray();
+    }
+    w.EndObject();
+  }
   w.EndArray();
   w.Key("max_body_bytes");
   w.Uint64(app.max_body_bytes);

@@ -1,4 +1,4 @@
-// linalg.eigh / linalg.eigvalsh on the CPU: LAPACK's divide-and-conquer
+// linalg.eigh / linalg.eigvalsh on the CPU, large-n path: LAPACK's divide-and-conquer
 // drivers (ssyevd, dsyevd, cheevd, zheevd, as PyTorch uses), one
 // single-threaded call per matrix, matrices spread over the pool.
 //
@@ -103,10 +103,18 @@ struct Workspace {
   std::vector<R> rwork;
   std::vector<lapack_int> iwork;
 
-  void reserve(size_t nn, const WorkSizes& s) {
-    if (a.size() < nn) a.resize(nn);
-    if (work.size() < static_cast<size_t>(s.lwork)) work.resize(static_cast<size_t>(s.lwork));
-    if (rwork.size() < static_cast<size_t>(s.lrwork)) rwork.resize(static_cast<size_t>(s.lrwork));
+  void reserve(size_t nn, size_t n, const WorkSizes& s) {
+    // Debian's OpenBLAS 0.3.21 (zgemv_n_HASWELL, reached from zhetrd's
+    // blocked zlatrd) reads past the end of its vectors: seen 19152 bytes,
+    // about 4 columns (4 * n complex doubles) beyond the buffer for n = 300,
+    // which segfaults when the buffer ends near the top of a thread's heap.
+    // Slack of 16 columns plus 4 KiB after every LAPACK buffer keeps such
+    // over-reads in mapped memory (test_eigh.py's complex n = 300 cases).
+    const size_t slack_t = 16 * n + 4096 / sizeof(T);
+    const size_t slack_r = 16 * n + 4096 / sizeof(R);
+    if (a.size() < nn + slack_t) a.resize(nn + slack_t);
+    if (work.size() < static_cast<size_t>(s.lwork) + slack_t) work.resize(static_cast<size_t>(s.lwork) + slack_t);
+    if (rwork.size() < static_cast<size_t>(s.lrwork) + slack_r) rwork.resize(static_cast<size_t>(s.lrwork) + slack_r);
     if (iwork.size() < static_cast<size_t>(s.liwork)) iwork.resize(static_cast<size_t>(s.liwork));
   }
   // Large buffers are not kept between calls.
@@ -166,7 +174,7 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, n * n * n));
   ctx.parallel_for(batch, grain, [&](int64_t begin, int64_t end) {
     Workspace<T>& ws = workspace<T>();
-    ws.reserve(static_cast<size_t>(nn), sizes);
+    ws.reserve(static_cast<size_t>(nn), static_cast<size_t>(n), sizes);
     for (int64_t bi = begin; bi < end; ++bi) {
       if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed)) {
         throw Error(ErrorCode::kCancelled, std::string(op) + ": cancelled");
@@ -210,7 +218,8 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
 
 }  // namespace
 
-void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op) {
+void eigh_lapack_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v,
+                     const char* op) {
   TENSORD_ASSERT(uplo == 'L' || uplo == 'U');
   switch (a.dtype()) {
     case DType::kFloat32:

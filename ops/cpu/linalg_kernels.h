@@ -1,5 +1,6 @@
 // CPU linear-algebra kernels behind ops/cpu/linalg.cpp: matmul over OpenBLAS
-// (matmul_blas.cpp) and eigh over LAPACKE (eigh_lapack.cpp).
+// (matmul_blas.cpp) and eigh: batched SIMD Jacobi (eigh_batched.cpp) or
+// LAPACKE (eigh_lapack.cpp).
 //
 // Threading: OpenBLAS is pinned to one thread (set_blas_single_threaded) and
 // the work is split over the OpContext's pool instead (batch items, and
@@ -41,7 +42,26 @@ void set_blas_single_threaded();
 // triangle. Writes ascending eigenvalues to `w` (..., n; real dtype) and, if
 // `v` is not null, orthonormal eigenvectors as the columns of `*v`
 // (..., n, n). Throws numerical_error naming `op` for non-finite input or
-// when LAPACK does not converge.
-void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op);
+// when the solver does not converge.
+//
+// Two paths (eigh_batched.cpp picks by measured crossover, eigh_use_jacobi):
+// a batched cyclic Jacobi with one matrix per SIMD lane (small n, many
+// matrices) and LAPACK's syevd/heevd per matrix (eigh_lapack.cpp). Tests
+// force each path; kAuto is what the op uses.
+enum class EighPath { kAuto, kLapack, kJacobiPortable, kJacobiAvx2, kJacobiAvx512 };
+void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
+              EighPath path = EighPath::kAuto);
+// Whether this CPU (and build) can run `path`.
+bool eigh_path_available(EighPath path);
+// The ISA the automatic Jacobi path uses ("avx512", "avx2", "portable").
+const char* eigh_jacobi_isa_name();
+// The automatic choice: true for the Jacobi path.
+bool eigh_use_jacobi(DType t, int64_t n, int64_t batch);
+// The two paths themselves (same contract as eigh_cpu; Jacobi takes n <= 128
+// and path kAuto means the widest ISA allowed).
+void eigh_lapack_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v,
+                     const char* op);
+void eigh_jacobi_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
+                     EighPath path);
 
 }  // namespace tensord

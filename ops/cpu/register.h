@@ -10,4 +10,5 @@ void register_reduction_ops(OpRegistry& r);    // sum mean amax amin argmax norm
 void register_shape_ops(OpRegistry& r);        // reshape permute transpose cat stack getitem
 void register_creation_ops(OpRegistry& r);     // full zeros ones arange randn rand
 void register_linalg_ops(OpRegistry& r);       // matmul linalg.eigh linalg.eigvalsh
+void register_optim_ops(OpRegistry& r);        // optim.sgd optim.adam optim.adamw optim.adagrad optim.muon
 }  // namespace tensord

@@ -1,5 +1,8 @@
 #include "ops/cpu/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -18,9 +21,24 @@ struct ThreadPool::Task {
   std::condition_variable done_cv;
 };
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) {
+    workers_.emplace_back([this] {
+      if (!cpus_.empty()) pin_current_thread(cpus_);
+      worker_loop();
+    });
+  }
+}
+
+bool pin_current_thread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  }
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
 ThreadPool::~ThreadPool() {

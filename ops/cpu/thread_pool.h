@@ -18,12 +18,16 @@ namespace tensord {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads <= 0: hardware concurrency
+  // threads <= 0: hardware concurrency. A non-empty `cpus` pins every worker
+  // thread to that CPU set (best effort: ignored where the OS refuses); the
+  // caller of parallel_for pins itself if it wants to (pin_current_thread).
+  explicit ThreadPool(int threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+  const std::vector<int>& cpus() const { return cpus_; }
 
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain` elements;
   // returns when all chunks are done. Exceptions thrown by fn are rethrown
@@ -35,11 +39,16 @@ class ThreadPool {
   void worker_loop();
   static void run_chunks(Task& t);
 
+  std::vector<int> cpus_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Task>> tasks_;
   bool stop_ = false;
 };
+
+// Pins the calling thread to the given CPUs (pthread_setaffinity_np); false
+// when `cpus` is empty or the OS refuses (e.g. CPUs outside the cpuset).
+bool pin_current_thread(const std::vector<int>& cpus);
 
 }  // namespace tensord

@@ -152,3 +152,56 @@ def test_no_config_refuses_non_loopback():
     p = subprocess.run([server_binary(), "--listen", "0.0.0.0:0"], capture_output=True, timeout=30)
     assert p.returncode == 2
     assert b"loopback" in p.stderr
+
+
+def chain(n, size=200):
+    nodes = [{"id": "r", "op": "rand", "args": [[size, size]], "kwargs": {"dtype": "float64", "seed": 3},
+              "outputs": ["x0"]}]
+    for i in range(n):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "args": ["x%d" % i, "x0"], "outputs": ["x%d" % (i + 1)]})
+    nodes.append({"id": "s", "op": "sum", "args": ["x%d" % n], "outputs": ["t"]})
+    return {"nodes": nodes, "outputs": ["t"]}
+
+
+def test_queue_full_429_and_limit_1_partition():
+    cfg = {
+        "partitions": [{"name": "one", "share": 0.5, "workqueue_limit": 1},
+                       {"name": "other", "share": 0.5, "workqueue_limit": 2}],
+        "tenants": [{"name": "alice", "token_sha256": sha(TOKENS["alice"]), "partition": "one",
+                     "max_queued": 3, "max_running": 1},
+                    {"name": "root", "token_sha256": sha(TOKENS["root"]), "partition": "other", "admin": True}],
+    }
+    path = write_config(cfg)
+    srv = Server(["--config", path], name="queue-full")
+    try:
+        accepted, rejected = [], []
+        for _ in range(12):
+            r = requests.post(srv.url + "/v1/jobs", json={"program": chain(60)}, headers=hdr("alice"), timeout=10)
+            if r.status_code == 202:
+                accepted.append(r.json()["id"])
+            else:
+                assert r.status_code == 429, r.text
+                assert r.json()["error"]["code"] == "queue_full"
+                ra = int(r.headers["Retry-After"])
+                assert 1 <= ra <= 60
+                rejected.append(r)
+        assert rejected, "max_queued 3 must refuse some of 12 quick submissions"
+        assert len(accepted) >= 3
+        # While they run, the limit-1 partition never shows two running jobs.
+        import time
+        deadline = time.time() + 60
+        states = {}
+        while time.time() < deadline:
+            info = requests.get(srv.url + "/v1/info", timeout=10).json()
+            one = [p for p in info["partitions"] if p["name"] == "one"][0]
+            assert one["inflight"] <= 1, one
+            states = {j: requests.get(srv.url + "/v1/jobs/" + j, headers=hdr("alice"), timeout=10).json()["state"]
+                      for j in accepted}
+            assert sum(s == "running" for s in states.values()) <= 1, states
+            if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
+                break
+            time.sleep(0.01)
+        assert all(s == "succeeded" for s in states.values()), states
+    finally:
+        _stop_and_check(srv)
+        os.unlink(path)

@@ -9,12 +9,12 @@ Dependencies: numpy and requests.  bfloat16 / float8 tensors are
 :class:`TensorData` (raw bits + dtype name); see ``tensord.safetensors``.
 """
 
-from .client import Client, from_json_tensor, to_json_tensor, parse_shape_header
+from .client import Client, Optimizer, from_json_tensor, to_json_tensor, parse_shape_header
 from .errors import TensordError
 from .safetensors import TensorData, SafetensorsError
 from . import safetensors
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "TensordError", "TensorData", "SafetensorsError", "safetensors",
+__all__ = ["Client", "Optimizer", "TensordError", "TensorData", "SafetensorsError", "safetensors",
            "from_json_tensor", "to_json_tensor", "parse_shape_header"]

@@ -10,6 +10,7 @@ import base64
 import json
 import math
 import urllib.parse
+import uuid
 
 import numpy as np
 import requests
@@ -280,6 +281,23 @@ class Client:
         out = self.run(_single_op_program("linalg.eigvalsh", a, {"UPLO": UPLO}, ["w"]), inputs={"a": a})
         return out["w"]
 
+    # -- optimizers
+    def optimizer(self, kind, params, state=None, **hyper):
+        """A server-side optimizer over stored parameters (API.md section 6).
+
+        ``kind`` is ``"sgd"``, ``"adam"``, ``"adamw"``, ``"adagrad"`` or
+        ``"muon"``; ``params`` lists stored tensor names; ``hyper`` takes
+        torch.optim's keyword arguments (``lr``, ``betas``, ``momentum``,
+        ``weight_decay``, ``amsgrad``, ``nesterov``, ...; defaults are
+        PyTorch's). State lives in stored tensors under ``state`` (default: a
+        fresh ``optim/<kind>-<id>``), named ``<state>/<param>/<key>``::
+
+            opt = c.optimizer("adamw", params=["w1", "w2"], lr=1e-3)
+            opt.step([g1, g2])        # numpy arrays, or stored names
+            opt.state()["w1"]["exp_avg"]
+        """
+        return Optimizer(self, kind, params, state=state, **hyper)
+
     # -- service
     def info(self):
         return self._request("GET", "/v1/info").json()
@@ -298,6 +316,86 @@ class Client:
 
     def metrics(self):
         return self._request("GET", "/metrics").text
+
+
+class Optimizer:
+    """A fused optimizer step that runs on the server (see :meth:`Client.optimizer`).
+
+    Each :meth:`step` sends only the gradients; parameters and state stay
+    server-side and are updated in place, all or nothing.
+    """
+
+    KINDS = ("sgd", "adam", "adamw", "adagrad", "muon")
+
+    def __init__(self, client, kind, params, state=None, **hyper):
+        kind = str(kind).lower()
+        if kind not in self.KINDS:
+            raise ValueError("optimizer kind must be one of %s, got %r" % (", ".join(self.KINDS), kind))
+        if isinstance(params, str):
+            params = [params]
+        self.client = client
+        self.kind = kind
+        self.op = "optim." + kind
+        self.params = [p[len("$stored/"):] if p.startswith("$stored/") else p for p in params]
+        self.hyper = dict(hyper)
+        self.state_prefix = state or "optim/%s-%s" % (kind, uuid.uuid4().hex[:12])
+        self._dtypes = {}
+
+    def _dtype(self, name):
+        if name not in self._dtypes:
+            self._dtypes[name] = self.client.head(name)[0]
+        return self._dtypes[name]
+
+    def program(self, grad_refs, amp=()):
+        """The one-node program of a step (``grad_refs``: value names or ``$stored/...``)."""
+        kwargs = dict(self.hyper)
+        if "betas" in kwargs:
+            kwargs["betas"] = [float(b) for b in kwargs["betas"]]
+        if "ns_coefficients" in kwargs:
+            kwargs["ns_coefficients"] = [float(b) for b in kwargs["ns_coefficients"]]
+        kwargs["state"] = self.state_prefix
+        for name in amp:
+            kwargs[name] = name
+        return {"nodes": [{"id": "step", "op": self.op,
+                           "args": [["$stored/" + p for p in self.params], list(grad_refs)],
+                           "kwargs": kwargs, "outputs": []}],
+                "outputs": []}
+
+    def step(self, grads, grad_scale=None, found_inf=None):
+        """One step. ``grads``: a list aligned with ``params`` (or a dict by
+        parameter name) of numpy arrays / TensorData (sent as the parameter's
+        dtype) or stored tensor names. ``grad_scale`` / ``found_inf``: AMP
+        scalars as in PyTorch's fused optimizers (found_inf != 0 skips the step)."""
+        if isinstance(grads, dict):
+            grads = [grads[p] for p in self.params]
+        grads = list(grads)
+        if len(grads) != len(self.params):
+            raise ValueError("got %d grads for %d params" % (len(grads), len(self.params)))
+        inputs, refs = {}, []
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            if isinstance(g, str):
+                refs.append(g if g.startswith("$stored/") else "$stored/" + g)
+                continue
+            name = "g%d" % i
+            want = self._dtype(p)
+            inputs[name] = g if dtype_name_of(g) == want else _convert_value(g, want)
+            refs.append(name)
+        amp = []
+        for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
+            if v is not None:
+                inputs[name] = np.asarray(v, dtype=np.float32).reshape(())
+                amp.append(name)
+        self.client.run(self.program(refs, amp), inputs=inputs)
+
+    def state(self):
+        """``{param: {key: array}}`` of this optimizer's stored state."""
+        prefix = self.state_prefix + "/"
+        out = {}
+        for item in self.client.list(prefix):
+            rest = item["name"][len(prefix):]
+            param, _, key = rest.rpartition("/")
+            out.setdefault(param, {})[key] = self.client.get(item["name"])
+        return out
 
 
 def _convert_value(value, dtype=None):

@@ -11,10 +11,15 @@ namespace tensord {
 namespace {
 using namespace testing_util;
 
+ServerConfig config_with(int limit, int64_t memory = INT64_MAX) {
+  ServerConfig c = default_config(limit);
+  c.tenants[0].name = "t";
+  c.tenants[0].memory_bytes = memory;
+  return c;
+}
+
 std::unique_ptr<Engine> make_engine(int limit = 2) {
-  EngineOptions o;
-  o.workqueue_limit = limit;
-  return std::make_unique<Engine>(make_backend("cpu", 2), o);
+  return std::make_unique<Engine>(make_backend("cpu", 1), config_with(limit));
 }
 
 JobSpec add_job(Tensor x) {
@@ -28,7 +33,7 @@ JobSpec add_job(Tensor x) {
 
 TEST(Engine, RunsAndReturnsUnstoredOutputs) {
   auto e = make_engine();
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   JobSpec s = add_job(f32({2}, {1, 2}));
   s.store["y"] = "res/y";
   {
@@ -48,7 +53,7 @@ TEST(Engine, RunsAndReturnsUnstoredOutputs) {
 
 TEST(Engine, FailedProgramCommitsNothing) {
   auto e = make_engine();
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   t.store.put("w", f32({2}, {5, 6}));
   JobSpec s;
   s.program.nodes.push_back(node("c", "copy_", {ref("$stored/w"), ref("x")}, {}));
@@ -72,7 +77,7 @@ TEST(Engine, FailedProgramCommitsNothing) {
 
 TEST(Engine, InPlaceCommitsOnSuccess) {
   auto e = make_engine();
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   t.store.put("w", f32({2}, {5, 6}));
   JobSpec s;
   s.program.nodes.push_back(node("c", "copy_", {ref("$stored/w"), ref("x")}, {}));
@@ -84,7 +89,7 @@ TEST(Engine, InPlaceCommitsOnSuccess) {
 
 TEST(Engine, BadStoreAndReturnNames) {
   auto e = make_engine();
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   JobSpec s = add_job(f32({2}, {1, 2}));
   s.store["nope"] = "x";
   EXPECT_THROW(e->run(t, std::move(s)), Error);
@@ -99,7 +104,7 @@ TEST(Engine, BadStoreAndReturnNames) {
 
 TEST(Engine, QuotaOnStoreFailsWholeJob) {
   auto e = make_engine();
-  Tenant t("t", 10);
+  Tenant t(config_with(2, 10).tenants[0]);
   JobSpec s = add_job(f32({4}, {1, 2, 3, 4}));
   s.store["y"] = "y";
   s.store["z"] = "z";
@@ -115,7 +120,7 @@ TEST(Engine, QuotaOnStoreFailsWholeJob) {
 
 TEST(Engine, ManyConcurrentJobs) {
   auto e = make_engine(2);
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   std::vector<std::thread> th;
   std::atomic<int> ok{0};
   for (int i = 0; i < 8; ++i) {
@@ -132,7 +137,7 @@ TEST(Engine, ManyConcurrentJobs) {
 
 TEST(Engine, ShutdownRefusesNewJobs) {
   auto e = make_engine();
-  Tenant t("t");
+  Tenant t(config_with(2).tenants[0]);
   e->shutdown();
   try {
     e->run(t, add_job(f32({1}, {1})));
@@ -140,6 +145,82 @@ TEST(Engine, ShutdownRefusesNewJobs) {
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kUnavailable);
   }
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+using namespace testing_util;
+
+// A job of `n` chained 200x200 matmuls: long enough to hold a limit-1 partition.
+JobSpec long_job(int n) {
+  JobSpec s;
+  s.program.nodes.push_back(node("r", "rand", {lit(Attr(std::vector<int64_t>{200, 200}))}, {"x0"},
+                                 {{"dtype", ref("float64")}, {"seed", lit(Attr(int64_t{1}))}}));
+  for (int i = 0; i < n; ++i) {
+    s.program.nodes.push_back(node("m" + std::to_string(i), "matmul", {ref("x" + std::to_string(i)), ref("x0")},
+                                   {"x" + std::to_string(i + 1)}));
+  }
+  s.program.outputs = {"x" + std::to_string(n)};
+  return s;
+}
+
+TEST(EngineAsync, CancelQueuedAndRunningJobs) {
+  auto e = make_engine(1);
+  Tenant t(config_with(1).tenants[0]);
+  auto running = e->submit(t, long_job(2000));
+  auto queued = e->submit(t, add_job(f32({2}, {1, 2})));
+  queued->cancel("test");
+  EXPECT_EQ(queued->state(), JobState::kCancelled) << "a queued job ends at once";
+  EXPECT_EQ(queued->error()->code(), ErrorCode::kCancelled);
+  for (int i = 0; i < 500 && running->state() == JobState::kQueued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  running->cancel("test");
+  EXPECT_EQ(running->wait(), JobState::kCancelled);
+  // The partition is free again.
+  JobResult r = e->run(t, add_job(f32({1}, {3})));
+  EXPECT_EQ(r.outputs.size(), 2u);
+}
+
+TEST(EngineAsync, DeadlineWhileQueued) {
+  auto e = make_engine(1);
+  Tenant t(config_with(1).tenants[0]);
+  auto running = e->submit(t, long_job(400));
+  JobSpec s = add_job(f32({1}, {1}));
+  s.deadline_ms = 1;
+  try {
+    e->run(t, std::move(s));
+    FAIL() << "expected deadline_exceeded";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kDeadlineExceeded);
+  }
+  running->cancel("done");
+  running->wait();
+}
+
+TEST(EngineAsync, QueueFullCarriesRetryAfter) {
+  ServerConfig c = config_with(1);
+  c.tenants[0].max_queued = 1;
+  Engine e(make_backend("cpu", 1), c);
+  Tenant t(c.tenants[0]);
+  auto a = e.submit(t, long_job(400));
+  for (int i = 0; i < 500 && a->state() == JobState::kQueued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto b = e.submit(t, add_job(f32({1}, {1})));  // waits: the queue holds one
+  try {
+    e.submit(t, add_job(f32({1}, {1})));
+    FAIL() << "expected queue_full";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kQueueFull);
+    EXPECT_GE(err.retry_after_s(), 1);
+    EXPECT_LE(err.retry_after_s(), 60);
+  }
+  a->cancel("done");
+  b->cancel("done");
 }
 
 }  // namespace

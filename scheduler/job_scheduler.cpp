@@ -1,0 +1,310 @@
+#include "scheduler/job_scheduler.h"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <utility>
+
+#include "scheduler/core_assignment.h"
+
+namespace tensord {
+
+const char* job_event_kind_name(JobEvent::Kind kind) {
+  switch (kind) {
+    case JobEvent::Kind::kQueued:
+      return "queued";
+    case JobEvent::Kind::kStarted:
+      return "started";
+    case JobEvent::Kind::kFinished:
+      return "finished";
+    case JobEvent::Kind::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+JobScheduler::JobScheduler(std::vector<PartitionSpec> partitions, std::vector<TenantSpec> tenants,
+                           std::shared_ptr<Clock> clock, int cores, Observer observer)
+    : clock_(std::move(clock)), observer_(std::move(observer)), fq_(partitions, std::move(tenants)) {
+  if (!clock_) clock_ = std::make_shared<SteadyClock>();
+  if (cores <= 0) cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto logical = assign_cores(partitions, cores);
+  const auto allowed = allowed_cpus();
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    auto part = std::make_unique<PartitionRuntime>();
+    part->name = partitions[i].name;
+    part->cpus = to_physical(logical[i], allowed);
+    part->pool = std::make_unique<ThreadPool>(static_cast<int>(logical[i].size()), part->cpus);
+    part_by_name_[part->name] = part.get();
+    parts_.push_back(std::move(part));
+  }
+  for (const auto& t : fq_.tenants()) counters_[t.name];
+  // Threads start once every member is in place.
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    PartitionRuntime& part = *parts_[i];
+    for (int r = 0; r < partitions[i].workqueue_limit; ++r)
+      part.runners.emplace_back([this, &part] { runner_loop(part); });
+  }
+  if (clock_->realtime()) timer_ = std::thread([this] { timer_loop(); });
+}
+
+JobScheduler::~JobScheduler() {
+  shutdown();
+}
+
+void JobScheduler::emit_locked(JobEvent::Kind kind, const QueuedJob& job, double queue_s, double run_s,
+                               const Error* error) {
+  if (!observer_) return;
+  JobEvent ev;
+  ev.kind = kind;
+  ev.id = job.id;
+  ev.tenant = job.tenant;
+  ev.partition = fq_.partition_of(job.tenant);
+  ev.priority = job.priority;
+  ev.queue_seconds = queue_s;
+  ev.run_seconds = run_s;
+  if (error) {
+    ev.error = error->code();
+    ev.message = error->message();
+  }
+  try {
+    observer_(ev);
+  } catch (...) {
+    // An observer failure must not break scheduling.
+  }
+}
+
+JobScheduler::Failure JobScheduler::drop_locked(const QueuedJob& job, const Error& error, int64_t Counters::*counter) {
+  auto node = pending_.extract(job.id);
+  ++(counters_[job.tenant].*counter);
+  emit_locked(JobEvent::Kind::kFailed, job, seconds_between(job.enqueued, clock_->now()), 0, &error);
+  return Failure{node.empty() ? FailFn{} : std::move(node.mapped().fail), error};
+}
+
+void JobScheduler::call_fails(std::vector<Failure>& failures) {
+  for (auto& f : failures) {
+    if (!f.fail) continue;
+    try {
+      f.fail(f.error);
+    } catch (...) {
+      // The caller's fail callback threw: nothing left to tell it.
+    }
+  }
+  failures.clear();
+}
+
+uint64_t JobScheduler::submit(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run,
+                              FailFn fail) {
+  PartitionRuntime* part = nullptr;
+  bool has_deadline = deadline != Clock::time_point::max();
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) throw Error(ErrorCode::kUnavailable, "server is shutting down");
+    QueuedJob job;
+    job.id = next_id_;
+    job.tenant = tenant;
+    job.priority = priority;
+    job.enqueued = clock_->now();
+    job.deadline = deadline;
+    try {
+      fq_.push(job);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kQueueFull) ++counters_[tenant].rejected;
+      throw;
+    }
+    id = next_id_++;
+    pending_.emplace(id, Pending{std::move(run), std::move(fail)});
+    part = part_by_name_.at(fq_.partition_of(tenant));
+    emit_locked(JobEvent::Kind::kQueued, job, 0, 0);
+  }
+  part->cv.notify_one();
+  if (has_deadline) timer_cv_.notify_one();
+  return id;
+}
+
+bool JobScheduler::cancel(uint64_t id) {
+  std::vector<Failure> failures;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto job = fq_.cancel(id);
+    if (!job) return false;
+    failures.push_back(
+        drop_locked(*job, Error(ErrorCode::kCancelled, "job cancelled while queued"), &Counters::cancelled));
+  }
+  call_fails(failures);
+  return true;
+}
+
+void JobScheduler::expire_locked(Clock::time_point now, std::vector<Failure>& out) {
+  for (const auto& job : fq_.expire(now)) {
+    out.push_back(
+        drop_locked(job, Error(ErrorCode::kDeadlineExceeded, "deadline exceeded while queued"), &Counters::expired));
+  }
+}
+
+size_t JobScheduler::poll() {
+  std::vector<Failure> failures;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    expire_locked(clock_->now(), failures);
+  }
+  const size_t n = failures.size();
+  call_fails(failures);
+  return n;
+}
+
+void JobScheduler::runner_loop(PartitionRuntime& part) {
+  pin_current_thread(part.cpus);
+  std::vector<Failure> failures;
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    expire_locked(clock_->now(), failures);
+    if (!failures.empty()) {
+      lk.unlock();
+      call_fails(failures);
+      lk.lock();
+      continue;
+    }
+    const Clock::time_point start = clock_->now();
+    std::optional<QueuedJob> job = fq_.pop(part.name, start);
+    if (!job) {
+      if (stop_) return;
+      part.cv.wait(lk);
+      continue;
+    }
+    const double queue_s = seconds_between(job->enqueued, start);
+    emit_locked(JobEvent::Kind::kStarted, *job, queue_s, 0);
+    std::optional<Error> error;
+    double run_s = 0;
+    {
+      auto node = pending_.extract(job->id);
+      lk.unlock();
+      // The callbacks live (and die) outside the lock.
+      Pending cb = node.empty() ? Pending{} : std::move(node.mapped());
+      PartitionContext ctx;
+      ctx.partition = part.name;
+      ctx.tenant = job->tenant;
+      ctx.pool = part.pool.get();
+      ctx.job_id = job->id;
+      ctx.queue_seconds = queue_s;
+      ctx.deadline = job->deadline;
+      try {
+        if (cb.run) cb.run(ctx);
+      } catch (const Error& e) {
+        error = e;
+      } catch (const std::exception& e) {
+        error = Error(ErrorCode::kInternal, e.what());
+      } catch (...) {
+        error = Error(ErrorCode::kInternal, "job failed with a non-standard exception");
+      }
+      run_s = std::max(0.0, seconds_between(start, clock_->now()));
+      if (error && cb.fail) {
+        try {
+          cb.fail(*error);
+        } catch (...) {
+        }
+      }
+    }
+    lk.lock();
+    fq_.finished(*job, clock_->now(), run_s);
+    if (error) {
+      ++counters_[job->tenant].failed;
+      emit_locked(JobEvent::Kind::kFailed, *job, queue_s, run_s, &*error);
+    } else {
+      emit_locked(JobEvent::Kind::kFinished, *job, queue_s, run_s);
+    }
+  }
+}
+
+void JobScheduler::timer_loop() {
+  std::vector<Failure> failures;
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stop_) {
+    const auto next = fq_.next_deadline();
+    if (!next) {
+      timer_cv_.wait(lk);
+    } else if (clock_->now() < *next) {
+      // realtime() clocks are steady_clock, so the deadline is a steady time.
+      timer_cv_.wait_until(lk, *next);
+    } else {
+      expire_locked(clock_->now(), failures);
+      lk.unlock();
+      call_fails(failures);
+      lk.lock();
+    }
+  }
+}
+
+void JobScheduler::shutdown() {
+  std::vector<Failure> failures;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!stop_) {
+      stop_ = true;
+      const Error err(ErrorCode::kUnavailable, "server is shutting down");
+      for (const auto& job : fq_.drain()) failures.push_back(drop_locked(job, err, &Counters::cancelled));
+    }
+  }
+  for (auto& p : parts_) p->cv.notify_all();
+  timer_cv_.notify_all();
+  call_fails(failures);
+  std::lock_guard<std::mutex> jl(join_mu_);
+  if (joined_) return;
+  for (auto& p : parts_) {
+    for (auto& r : p->runners) r.join();
+  }
+  if (timer_.joinable()) timer_.join();
+  joined_ = true;
+}
+
+SchedulerStats JobScheduler::stats() const {
+  SchedulerStats s;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& p : parts_) {
+    SchedulerStats::Partition ps;
+    ps.name = p->name;
+    ps.inflight = fq_.inflight(p->name);
+    ps.limit = fq_.limit(p->name);
+    ps.queued = fq_.queue_depth(p->name);
+    ps.busy_seconds = fq_.partition_busy_seconds(p->name);
+    ps.threads = p->pool->size();
+    ps.cpus = p->cpus;
+    s.partitions.push_back(std::move(ps));
+  }
+  for (const auto& t : fq_.tenants()) {
+    SchedulerStats::Tenant ts;
+    ts.name = t.name;
+    ts.partition = t.partition;
+    ts.queued = fq_.queued(t.name);
+    ts.running = fq_.running(t.name);
+    ts.busy_seconds = fq_.busy_seconds(t.name);
+    ts.completed = fq_.completed(t.name);
+    const Counters& c = counters_.at(t.name);
+    ts.failed = c.failed;
+    ts.cancelled = c.cancelled;
+    ts.expired = c.expired;
+    ts.rejected = c.rejected;
+    s.tenants.push_back(std::move(ts));
+  }
+  return s;
+}
+
+ThreadPool& JobScheduler::pool(const std::string& partition) {
+  auto it = part_by_name_.find(partition);
+  if (it == part_by_name_.end()) throw Error(ErrorCode::kInternal, "scheduler: unknown partition '" + partition + "'");
+  return *it->second->pool;
+}
+
+const std::vector<int>& JobScheduler::cpus(const std::string& partition) const {
+  auto it = part_by_name_.find(partition);
+  if (it == part_by_name_.end()) throw Error(ErrorCode::kInternal, "scheduler: unknown partition '" + partition + "'");
+  return it->second->cpus;
+}
+
+const std::string& JobScheduler::partition_of(const std::string& tenant) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return fq_.partition_of(tenant);
+}
+
+}  // namespace tensord

@@ -35,11 +35,21 @@ std::vector<TenantSpec> tenant_specs(const ServerConfig& c) {
 Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts)
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
+  devices_ = backend_->devices();  // fixed for the process; asking reads /proc
   metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()));
   EngineMetrics* m = metrics_.get();
   scheduler_ = std::make_unique<JobScheduler>(partition_specs(config_), tenant_specs(config_), opts.clock, opts.cores,
                                               [m](const JobEvent& e) { m->on_event(e); });
   for (const auto& p : config_.partitions) m->inflight(p.name, 0, p.workqueue_limit);
+  for (const auto& t : config_.tenants) m->tenant_memory(t.name, 0, t.memory_bytes);
+  libraries_ = backend_->libraries();
+  record_device_memory();
+}
+
+void Engine::record_device_memory() {
+  for (const auto& d : devices_) {
+    metrics_->device_memory(d.device.str(), backend_->allocated_bytes(d.device), d.total_memory);
+  }
 }
 
 Engine::~Engine() {
@@ -119,7 +129,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     {
       ExecOptions eo;
       eo.ctx.backend = backend_.get();
-      eo.ctx.device = backend_->devices().empty() ? Device{} : backend_->devices()[0].device;
+      eo.ctx.device = devices_.empty() ? Device{} : devices_[0].device;
       eo.ctx.account = tenant.account;
       eo.ctx.pool = pc.pool;
       eo.ctx.cancelled = &job.cancel_flag();
@@ -154,7 +164,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       r.partition = job.partition();
       r.program_sha256 = w.spec.program_sha256;
       r.backend = std::string(backend_->name());
-      r.libraries = backend_->libraries();
+      r.libraries = libraries_;
       r.plan_peak_bytes = w.cp.peak_bytes;
       for (const auto& name : w.returns) {
         for (const auto& [o, t] : er.outputs) {
@@ -183,6 +193,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
 }
 
 void Engine::record_end(const Job& job) {
+  record_device_memory();
   metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())), job.queue_ms() / 1e3,
                          job.run_ms() / 1e3);
 }

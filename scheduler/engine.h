@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,7 @@ class Engine {
   JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
 
   Backend& backend() { return *backend_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
   const ServerConfig& config() const { return config_; }
   SchedulerStats stats() const;
   // Fails queued jobs with unavailable, refuses new ones, waits for running
@@ -53,8 +56,11 @@ class Engine {
   struct Work;
   void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
   void record_end(const Job& job);
+  void record_device_memory();
 
   std::unique_ptr<Backend> backend_;
+  std::vector<DeviceInfo> devices_;
+  std::map<std::string, std::string> libraries_;
   ServerConfig config_;
   std::unique_ptr<EngineMetrics> metrics_;
   std::unique_ptr<JobScheduler> scheduler_;

@@ -35,6 +35,7 @@ struct EngineMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* limit;
   prometheus::Family<prometheus::Gauge>* mem;
   prometheus::Family<prometheus::Gauge>* mem_limit;
+  prometheus::Family<prometheus::Gauge>* dev_mem;
   std::mutex mu;
   std::map<std::string, std::pair<prometheus::Counter*, prometheus::Histogram*>> ops;
   // Scheduler state mirrored from its events.
@@ -72,6 +73,10 @@ EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>
                       .Register(reg);
   impl_->mem =
       &prometheus::BuildGauge().Name("tensord_tenant_memory_bytes").Help("Bytes held by a tenant").Register(reg);
+  impl_->dev_mem = &prometheus::BuildGauge()
+                         .Name("tensord_device_memory_bytes")
+                         .Help("Device memory: bytes in use by tensors (used) and the device's size (total)")
+                         .Register(reg);
   impl_->mem_limit =
       &prometheus::BuildGauge().Name("tensord_tenant_memory_limit_bytes").Help("A tenant's memory quota").Register(reg);
 }
@@ -105,6 +110,11 @@ void EngineMetrics::op_ran(const std::string& op, double seconds) {
 
 void EngineMetrics::queue_depth(const std::string& tenant, const std::string& partition, int64_t depth) {
   impl_->depth->Add({{"tenant", tenant}, {"partition", partition}}).Set(static_cast<double>(depth));
+}
+
+void EngineMetrics::device_memory(const std::string& device, int64_t used, int64_t total) {
+  impl_->dev_mem->Add({{"device", device}, {"kind", "used"}}).Set(static_cast<double>(used));
+  impl_->dev_mem->Add({{"device", device}, {"kind", "total"}}).Set(static_cast<double>(total));
 }
 
 void EngineMetrics::on_event(const JobEvent& e) {

@@ -22,6 +22,7 @@ class EngineMetrics {
   void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
   void inflight(const std::string& partition, int64_t n, int64_t limit);
   void tenant_memory(const std::string& tenant, int64_t used, int64_t limit);
+  void device_memory(const std::string& device, int64_t used, int64_t total);
   // The scheduler's observer: keeps queue depth per tenant and in-flight
   // jobs per partition. Called under the scheduler's lock: cheap, no calls back.
   void on_event(const JobEvent& e);

@@ -42,7 +42,7 @@ std::string info_json(const AppContext& app) {
   w.EndObject();
   w.Key("devices");
   w.StartArray();
-  for (const auto& d : be.devices()) {
+  for (const auto& d : app.engine->devices()) {
     w.StartObject();
     w.Key("device");
     w.String(d.device.str());
@@ -149,7 +149,7 @@ void add_info_routes(Router& r, AppContext& app) {
   auto live = [](HttpRequest&) { return json_response(200, "{\"status\":\"ok\"}"); };
   auto ready = [&app](HttpRequest&) {
     if (app.draining && app.draining()) throw Error(ErrorCode::kUnavailable, "draining for shutdown");
-    if (app.engine->backend().devices().empty()) throw Error(ErrorCode::kUnavailable, "backend has no device");
+    if (app.engine->devices().empty()) throw Error(ErrorCode::kUnavailable, "backend has no device");
     return json_response(200, "{\"status\":\"ready\"}");
   };
   r.add("GET", "/healthz", live);

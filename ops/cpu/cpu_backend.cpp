@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -13,7 +14,17 @@
 
 namespace tensord {
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+namespace {
+// The block cache holds at most 1/8 of physical memory, and never more than 4 GiB.
+size_t cache_capacity() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGE_SIZE);
+  size_t phys = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : (size_t{1} << 32);
+  return std::min(phys / 8, size_t{4} << 30);
+}
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(threads), cache_(cache_capacity()) {}
 
 std::vector<DeviceInfo> CpuBackend::devices() const {
   DeviceInfo d;
@@ -44,16 +55,14 @@ std::map<std::string, std::string> CpuBackend::libraries() const {
 }
 
 void* CpuBackend::allocate(Device d, size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = cache_.allocate(bytes);
   if (!p) throw Error(ErrorCode::kQuotaExceeded, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
   allocated_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   return p;
 }
 
 void CpuBackend::deallocate(Device d, void* p, size_t bytes) noexcept {
-  std::free(p);
+  cache_.deallocate(p, bytes);
   allocated_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ops/backend.h"
+#include "ops/cpu/host_block_cache.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace tensord {
@@ -37,9 +38,12 @@ class CpuBackend final : public Backend {
   bool supports_op(std::string_view op) const override;
 
   ThreadPool& pool() { return pool_; }
+  // Bytes held in the large-block cache (freed, kept mapped for reuse).
+  size_t cached_bytes() const { return cache_.cached_bytes(); }
 
  private:
   ThreadPool pool_;
+  HostBlockCache cache_;
   std::atomic<int64_t> allocated_{0};
   std::atomic<int64_t> next_stream_{1};
 };

@@ -139,3 +139,57 @@ TEST(OpRegistry, EveryOpHasSchemaInferAndCpuKernel) {
 
 }  // namespace
 }  // namespace tensord
+
+#include "ops/cpu/host_block_cache.h"
+
+namespace tensord {
+namespace {
+
+TEST(HostBlockCache, ReusesLargeBlocksOfTheSameClass) {
+  HostBlockCache c(size_t{64} << 20);
+  EXPECT_EQ(HostBlockCache::size_class(100), 0u);
+  EXPECT_EQ(HostBlockCache::size_class(3 << 20), size_t{4} << 20);
+  void* a = c.allocate(3 << 20);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  c.deallocate(a, 3 << 20);
+  EXPECT_EQ(c.cached_bytes(), size_t{4} << 20);
+  void* b = c.allocate((3 << 20) + 12345);  // same 4 MiB class
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(c.cached_bytes(), 0u);
+  c.deallocate(b, (3 << 20) + 12345);
+  void* small = c.allocate(1000);
+  c.deallocate(small, 1000);
+  EXPECT_EQ(c.cached_bytes(), size_t{4} << 20) << "small blocks are not cached";
+}
+
+TEST(HostBlockCache, CapacityBoundsWhatIsKept) {
+  HostBlockCache c(size_t{6} << 20);
+  void* a = c.allocate(4 << 20);
+  void* b = c.allocate(4 << 20);
+  c.deallocate(a, 4 << 20);
+  c.deallocate(b, 4 << 20);  // over capacity: freed, not cached
+  EXPECT_EQ(c.cached_bytes(), size_t{4} << 20);
+  c.trim();
+  EXPECT_EQ(c.cached_bytes(), 0u);
+}
+
+TEST(CpuBackend, LargeTensorsReuseCachedMemoryAndAccountExactly) {
+  CpuBackend b(1);
+  auto acct = std::make_shared<MemoryAccount>("t");
+  void* first;
+  {
+    Tensor t = Tensor::empty(&b, Device{}, DType::kFloat32, {1 << 20}, acct);
+    first = t.data();
+    EXPECT_EQ(acct->used(), 4 << 20);
+    EXPECT_EQ(b.allocated_bytes(Device{}), 4 << 20);
+  }
+  EXPECT_EQ(acct->used(), 0);
+  EXPECT_EQ(b.allocated_bytes(Device{}), 0);
+  EXPECT_GE(b.cached_bytes(), size_t{4} << 20);
+  Tensor again = Tensor::empty(&b, Device{}, DType::kFloat32, {1 << 20}, acct);
+  EXPECT_EQ(again.data(), first);
+}
+
+}  // namespace
+}  // namespace tensord

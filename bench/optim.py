@@ -72,8 +72,8 @@ def table(copy, steps, tuned, torch_ms, torch_version):
     lines.append("copy bandwidth (2 threads, read+write): memcpy %.1f GB/s, streaming %.1f GB/s; AVX2 loop: %s; "
                  "torch %s" % (copy["memcpy_GBps"], copy["stream_GBps"], copy["avx2"], torch_version))
     lines.append("")
-    lines.append("| optimizer | tensord ms | tensord ms (heap kept) | torch foreach ms | torch single ms | "
-                 "speedup vs best torch | tensord GB/s | floor ms | x floor | x floor (heap kept) |")
+    lines.append("| optimizer | tensord ms (plain malloc) | tensord ms (server allocator) | torch foreach ms | torch single ms | "
+                 "speedup vs best torch | tensord GB/s | floor ms | x floor | x floor (server allocator) |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for label, _, _ in CASES:
         s, t = steps[label], tuned[label]
@@ -126,9 +126,10 @@ def main():
     copy, steps = kernel_bench(binary, args.reps, args.numel, args.tensors, mallopt=False)
     _, tuned = kernel_bench(binary, args.reps, args.numel, args.tensors, mallopt=True)
     text = table(copy, steps, tuned, torch_ms, torch_version)
-    intro = ("%dM float32 parameters as %d tensors; median of %d steps. `heap kept`: the same binary with "
-             "glibc's M_MMAP_THRESHOLD/M_TRIM_THRESHOLD raised, so the new buffers of each step reuse freed heap "
-             "memory instead of fresh pages the kernel must fault in and zero.\n\n"
+    intro = ("%dM float32 parameters as %d tensors; median of %d steps. `server allocator`: buffers come from "
+             "the CPU backend as in the server, whose block cache returns already-mapped buffers of the same size "
+             "class; `plain malloc`: a fresh aligned_alloc per buffer, whose pages the kernel must fault in and "
+             "zero on every step.\n\n"
              % (args.numel >> 20, args.tensors, args.reps))
     print(intro + text)
     if args.write_readme:

@@ -28,6 +28,7 @@
 
 #include "ops/cpu/optim_loop.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/cpu/cpu_backend.h"
 #include "ops/op_registry.h"
 #include "ops/tensor.h"
 
@@ -120,10 +121,10 @@ int main(int argc, char** argv) {
     if (k == "--threads") threads = std::atoi(argv[i + 1]);
     if (k == "--mallopt") tuned = std::atoi(argv[i + 1]);
   }
-  if (tuned) {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
+  // --mallopt 1 now means "allocate as the server does": through the CPU
+  // backend, whose block cache hands back mapped buffers of the same size
+  // class (ops/cpu/host_block_cache.h); 0 is plain aligned_alloc per step.
+  tensord::CpuBackend backend(1);
   const double bw_memcpy = copy_bw(static_cast<size_t>(numel) * 4 * 2, threads, reps, false);
   const double bw_stream = copy_bw(static_cast<size_t>(numel) * 4 * 2, threads, reps, true);
   std::printf("{\"kind\": \"copy\", \"threads\": %d, \"memcpy_GBps\": %.2f, \"stream_GBps\": %.2f, \"avx2\": %s}\n",
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
     }
     tensord::OpContext ctx;
     ctx.pool = &pool;
+    if (tuned) ctx.backend = &backend;
     ctx.stored = &st;
     const auto& kernel = op->kernels.at("cpu");
     std::vector<double> times;

@@ -27,7 +27,8 @@ namespace {
 const char* kUsage =
     "usage: tensord [flags]\n"
     "  --listen HOST:PORT        address to serve (default 127.0.0.1:8080; port 0 = any free port)\n"
-    "  --backend auto|cpu|cuda   compute backend (default auto: cuda when a device answers, else cpu)\n"
+    "  --backend auto|cpu|cuda   compute backend (default auto: cuda when a device answers and the\n"
+    "                            CUDA backend runs the core ops, else cpu)\n"
     "  --threads N               CPU cores to split among the partitions (default: all)\n"
     "  --workqueue-limit N       without --config: jobs run at once on the default partition (default 2)\n"
     "  --io-threads N            HTTP threads (default max(2, cores))\n"
@@ -120,7 +121,11 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   if (backend_name == "auto") {
+    // CUDA when a device answers and the CUDA backend runs the core op set;
+    // until its kernels are wired to the engine (device-resident tensors),
+    // that is never, and auto serves on the CPU backend.
     backend = make_backend("cuda", 1);
+    if (backend && !(backend->supports_op("add") && backend->supports_op("matmul"))) backend.reset();
     if (!backend) backend = make_backend("cpu", 1);
   } else if (backend_name == "cpu" || backend_name == "cuda") {
     // The CPU backend's own pool stays empty: each partition has its pool.

@@ -5,6 +5,7 @@
 #include <queue>
 #include <set>
 
+#include "graphs/control_flow.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -240,13 +241,34 @@ class Compiler {
     }
   }
 
+  // cond / while_loop / scan / map / associative_scan (graphs/control_flow.h):
+  // operands now, subprograms at inference.
+  void bind_control_flow(const Node& n) {
+    BoundNode b;
+    b.id = n.id;
+    b.op = control_flow_op_def(n.op);
+    std::vector<ArgExpr> operands;
+    b.control = parse_control_flow(n, &operands);
+    b.tensor_params.resize(1);
+    b.tensor_names.resize(1);
+    b.attrs.resize(1);
+    for (const ArgExpr& a : operands) {
+      b.tensor_params[0].push_back(a.kind == ArgExpr::Kind::kTensor ? constant(a.tensor) : resolve(a.str, n));
+      b.tensor_names[0].push_back(a.kind == ArgExpr::Kind::kTensor ? std::string() : a.str);
+    }
+    for (const auto& o : n.outputs) b.outputs.push_back(out_.by_name.at(o));
+    out_.nodes.push_back(std::move(b));
+  }
+
   void bind_nodes() {
     const OpRegistry& reg = OpRegistry::global();
     out_.nodes.reserve(p_.nodes.size());
     for (const Node& n : p_.nodes) {
-      if (!n.subprograms.empty()) {
-        // Control flow (cond/while_loop/scan/map) arrives with its issue.
+      if (is_control_flow_op(n.op)) {
+        bind_control_flow(n);
+        continue;
       }
+      if (!n.subprograms.empty()) invalid_program("op '" + n.op + "' takes no subprograms", n.id);
       const OpDef* op = reg.find(n.op);
       if (!op) {
         std::string msg = "unknown op '" + (n.op.size() > 64 ? n.op.substr(0, 64) + "..." : n.op) + "'";
@@ -380,7 +402,7 @@ class Compiler {
       }
       std::vector<TensorMeta> res;
       try {
-        res = b.op->infer(args);
+        res = b.control ? infer_control_flow(b, args.tensors[0], stored_) : b.op->infer(args);
       } catch (const Error& e) {
         throw e.with_node(b.id);
       }

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "ops/op_registry.h"
 
 namespace tensord {
+
+struct ControlFlow;  // graphs/control_flow.h
 
 struct ValueInfo {
   enum class Source { kInput, kStored, kConstant, kNode };
@@ -26,13 +29,17 @@ struct ValueInfo {
 struct BoundNode {
   std::string id;
   const OpDef* op = nullptr;
-  std::vector<std::vector<int>> tensor_params;  // value ids per schema param
+  std::vector<std::vector<int>> tensor_params;         // value ids per schema param
   std::vector<std::vector<std::string>> tensor_names;  // as written ("$stored/w", "x", "" inline)
-  std::vector<Attr> attrs;                      // per schema param
-  std::vector<int> outputs;                     // value ids (may be fewer than the op returns)
+  std::vector<Attr> attrs;                             // per schema param
+  std::vector<int> outputs;                            // value ids (may be fewer than the op returns)
   // For in-place ops whose target is a stored tensor: its name; the node's
   // first result becomes that tensor's new value when the program commits.
   std::string writes_stored;
+  // Control flow (cond, while_loop, scan, map, associative_scan): its
+  // compiled bodies; `op` is then a placeholder and every operand is in
+  // tensor_params[0]. Null for ordinary ops.
+  std::shared_ptr<const ControlFlow> control;
 };
 
 struct CompiledProgram {

@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "graphs/control_flow.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 
@@ -65,7 +66,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
     }
     auto kit = b.op->kernels.find(opts.ctx.backend ? opts.ctx.backend->name() : std::string_view("cpu"));
-    if (kit == b.op->kernels.end()) {
+    if (!b.control && kit == b.op->kernels.end()) {
       throw Error(ErrorCode::kUnsupported,
                   "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") + " does not support " +
                       b.op->name,
@@ -83,7 +84,13 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     try {
-      out = kit->second(ctx, args);
+      if (b.control) {
+        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
+                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
+        out = run_control_flow(b, args.tensors[0], opts, io);
+      } else {
+        out = kit->second(ctx, args);
+      }
     } catch (const Error& e) {
       throw e.with_node(b.id);
     } catch (const std::bad_alloc&) {

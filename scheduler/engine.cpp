@@ -7,6 +7,7 @@
 #include "graphs/executor.h"
 #include "ops/error.h"
 #include "scheduler/engine_metrics.h"
+#include "scheduler/engine_trace.h"
 #include "scheduler/job_scheduler.h"
 
 namespace tensord {
@@ -16,7 +17,9 @@ struct Engine::Work {
   Tenant* tenant = nullptr;
   JobSpec spec;
   CompiledProgram cp;
+  std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
   std::vector<std::string> returns;
+  const CompiledProgram& program() const { return shared_cp ? *shared_cp : cp; }
 };
 
 namespace {
@@ -71,10 +74,16 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
   w->cp = compile_program(spec.program, input_metas, stored_lookup);
+  w->spec = std::move(spec);
+  return enqueue(tenant, w);
+}
+
+std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>& w) {
+  JobSpec& spec = w->spec;
 
   // Which outputs come back: `return`, or every output not stored.
   auto is_output = [&](const std::string& n) {
-    for (const auto& [o, id] : w->cp.outputs) {
+    for (const auto& [o, id] : w->program().outputs) {
       if (o == n) return true;
     }
     return false;
@@ -93,7 +102,7 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
     }
     w->returns = *spec.return_names;
   } else {
-    for (const auto& [o, id] : w->cp.outputs) {
+    for (const auto& [o, id] : w->program().outputs) {
       if (!spec.store.count(o)) w->returns.push_back(o);
     }
   }
@@ -101,18 +110,24 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   const auto deadline =
       spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms) : Clock::time_point::max();
   const int priority = spec.priority;
-  w->spec = std::move(spec);
   w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition);
 
   // Both callbacks own the job: the scheduler may drop `run` before it
   // calls `fail` (a job cancelled or expired while queued).
   std::shared_ptr<Job> job = w->job;
-  uint64_t sid = scheduler_->submit(
-      tenant.name, priority, deadline, [this, w](const PartitionContext& pc) { execute(w, pc); },
-      [this, job](const Error& e) {
-        job->fail(e);
-        record_end(*job);
-      });
+  engine_trace::job_queued(*job);  // before a runner can start it
+  uint64_t sid = 0;
+  try {
+    sid = scheduler_->submit(
+        tenant.name, priority, deadline, [this, w](const PartitionContext& pc) { execute(w, pc); },
+        [this, job](const Error& e) {
+          job->fail(e);
+          record_end(*job);
+        });
+  } catch (...) {
+    engine_trace::job_rejected(*job);
+    throw;
+  }
   JobScheduler* sched = scheduler_.get();
   w->job->set_canceller([sched, sid] { return sched->cancel(sid); });
   return w->job;
@@ -123,6 +138,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   Job& job = *w.job;
   Tenant& tenant = *w.tenant;
   if (!job.start()) return;  // ended while queued
+  engine_trace::job_started(job);
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
     JobResult r;
@@ -142,8 +158,11 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
       }
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [this](const BoundNode& b, double s) { metrics_->op_ran(b.op->name, s); };
-      ExecResult er = execute_program(w.cp, w.spec.inputs, eo);
+      eo.on_node = [this, &w](const BoundNode& b, double s) {
+        metrics_->op_ran(b.op->name, s);
+        engine_trace::op_ran(w.cp, b, s);
+      };
+      ExecResult er = execute_program(w.program(), w.spec.inputs, eo);
 
       // Commit: stored outputs and in-place writes, all or nothing.
       std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
@@ -165,7 +184,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       r.program_sha256 = w.spec.program_sha256;
       r.backend = std::string(backend_->name());
       r.libraries = libraries_;
-      r.plan_peak_bytes = w.cp.peak_bytes;
+      r.plan_peak_bytes = w.program().peak_bytes;
       for (const auto& name : w.returns) {
         for (const auto& [o, t] : er.outputs) {
           if (o == name) r.outputs.emplace_back(o, t);
@@ -176,11 +195,13 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     // the caller wakes, the tenant's memory shows only what it keeps.
     w.spec.inputs.clear();
     w.cp = CompiledProgram{};
+    w.shared_cp.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.succeed(std::move(r));
   } catch (const Error& e) {
     w.spec.inputs.clear();
     w.cp = CompiledProgram{};
+    w.shared_cp.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.fail(e);
   } catch (const std::bad_alloc&) {
@@ -196,10 +217,35 @@ void Engine::record_end(const Job& job) {
   record_device_memory();
   metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())), job.queue_ms() / 1e3,
                          job.run_ms() / 1e3);
+  engine_trace::job_ended(job);
 }
 
 JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
   std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  if (cancel_when) {
+    while (!job->wait_for(std::chrono::milliseconds(20))) {
+      if (cancel_when->load()) job->cancel("the client closed the connection");
+    }
+  }
+  JobState s = job->wait();
+  if (s != JobState::kSucceeded) throw *job->error();
+  JobResult r = *job->take_result();
+  r.queue_ms = job->queue_ms();
+  r.run_ms = job->run_ms();
+  return r;
+}
+
+void Engine::record_tenant_memory(const Tenant& tenant) {
+  metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
+}
+
+JobResult Engine::replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> cp, JobSpec spec,
+                         const std::atomic<bool>* cancel_when) {
+  auto w = std::make_shared<Work>();
+  w->tenant = &tenant;
+  w->shared_cp = std::move(cp);
+  w->spec = std::move(spec);
+  std::shared_ptr<Job> job = enqueue(tenant, w);
   if (cancel_when) {
     while (!job->wait_for(std::chrono::milliseconds(20))) {
       if (cancel_when->load()) job->cancel("the client closed the connection");

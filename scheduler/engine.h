@@ -24,6 +24,7 @@ namespace tensord {
 
 class EngineMetrics;
 class JobScheduler;
+struct CompiledProgram;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -43,7 +44,15 @@ class Engine {
   // `*cancel_when` becomes true (a client that went away): a queued job at
   // once, a running one at its next node boundary.
   JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
+  // Runs an already compiled program (a captured graph's replay) like run():
+  // no validation, binding or planning; spec.program is ignored and
+  // spec.inputs must match the program's input metas (409 conflict).
+  JobResult replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> cp, JobSpec spec,
+                   const std::atomic<bool>* cancel_when = nullptr);
 
+  // Refreshes the tenant's memory gauge (after memory held outside jobs
+  // changed, e.g. a captured graph was deleted).
+  void record_tenant_memory(const Tenant& tenant);
   Backend& backend() { return *backend_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   const ServerConfig& config() const { return config_; }
@@ -55,6 +64,7 @@ class Engine {
  private:
   struct Work;
   void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
+  std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w);
   void record_end(const Job& job);
   void record_device_memory();
 

@@ -23,6 +23,8 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_tensor_routes(*r, app);
   add_run_routes(*r, app);
   add_admin_routes(*r, app);
+  add_graph_routes(*r, app);
+  add_observability_routes(*r, app);
   return r;
 }
 

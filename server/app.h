@@ -34,6 +34,9 @@ void add_info_routes(Router& r, AppContext& app);
 void add_tensor_routes(Router& r, AppContext& app);
 void add_run_routes(Router& r, AppContext& app);
 void add_admin_routes(Router& r, AppContext& app);
+void add_graph_routes(Router& r, AppContext& app);
+// GET /v1/trace; GET /v1/stream without Upgrade (426). routes_observability.cpp
+void add_observability_routes(Router& r, AppContext& app);
 
 std::shared_ptr<Router> build_router(AppContext& app);
 

@@ -159,6 +159,10 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->on_drain = std::move(on_drain);
 }
 
+void HttpServer::set_stream_service(std::shared_ptr<StreamService> streams) {
+  impl_->state->streams = std::move(streams);
+}
+
 void HttpServer::run() {
   if (impl_->ran.exchange(true)) throw std::logic_error("HttpServer::run called twice");
   impl_->listener->run();

@@ -15,6 +15,7 @@
 namespace tensord {
 
 class Router;
+class StreamService;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -61,6 +62,9 @@ class HttpServer {
   // Called once, on an io thread, when draining starts (e.g. to cancel jobs).
   // Set before run().
   void set_on_drain(std::function<void()> on_drain);
+
+  // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
+  void set_stream_service(std::shared_ptr<StreamService> streams);
 
  private:
   struct Impl;

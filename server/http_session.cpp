@@ -10,6 +10,9 @@
 #include "server/request_target.h"
 #include "server/router.h"
 #include "server/server_state.h"
+#include "server/stream_service.h"
+#include "server/websocket_session.h"
+#include "metrics/trace_buffer.h"
 
 namespace tensord {
 namespace {
@@ -233,6 +236,7 @@ void HttpSession::handle_request() {
   } catch (...) {
     // dispatch() below reports the bad target
   }
+  if (req.path == "/v1/stream" && state_->streams && websocket::is_upgrade(msg)) return upgrade(std::move(msg), req);
   if (offload) {
     // Run on the handler pool; come back to this connection's strand to write.
     // No read or write is pending while the handler runs: a job may take
@@ -278,7 +282,26 @@ void HttpSession::stop_watching() {
   stream_.socket().cancel(ec);
 }
 
+void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& req) {
+  req.route = "/v1/stream";
+  route_ = req.route;
+  StreamViewer viewer;
+  try {
+    viewer = state_->streams->authenticate(req);
+  } catch (const Error& e) {
+    return send(safe_error_reply(e, req.request_id), false, false);
+  }
+  if (state_->metrics != nullptr) {
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    state_->metrics->record(route_, method_, 101, seconds);
+  }
+  end_request();  // a stream is not a request in flight: drain does not wait for it
+  stream_.expires_never();
+  std::make_shared<WebSocketSession>(stream_.release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
+}
+
 HttpResponse HttpSession::call_handler(HttpRequest& req) {
+  TraceRequestScope trace_scope(req.method, req.route, req.request_id);  // the request's span in /v1/trace
   try {
     if (req.path.empty()) parse_target(req.target, req.path, req.query);
     return state_->router->dispatch(req);

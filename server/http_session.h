@@ -35,6 +35,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_error(beast::error_code ec);
 
   void handle_request();
+  // GET /v1/stream with Upgrade: websocket: authenticates (401 on failure)
+  // and hands the socket to a WebSocketSession.
+  void upgrade(http::request<http::string_body>&& msg, HttpRequest& req);
   // Dispatches with the one error policy: never throws. Thread-safe with
   // respect to this session (touches only `req` and shared state).
   HttpResponse call_handler(HttpRequest& req);

@@ -17,6 +17,7 @@
 #include "scheduler/tenant_registry.h"
 #include "server/app.h"
 #include "server/http_server.h"
+#include "server/stream_service.h"
 
 #ifndef TENSORD_VERSION
 #define TENSORD_VERSION "0.0.0"
@@ -163,6 +164,7 @@ int main(int argc, char** argv) {
     HttpServer server(sopt, router);
     app.draining = [&server] { return server.draining(); };
     server.set_on_drain([&engine] { engine.shutdown(); });
+    server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
     std::cerr << "tensord " << TENSORD_VERSION << " (" << bname << ") listening on http://" << host << ":"
               << server.port() << std::endl;

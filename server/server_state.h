@@ -13,6 +13,7 @@ namespace tensord {
 
 class HttpMetrics;
 class Router;
+class StreamService;
 
 struct ServerState {
   ServerOptions options;
@@ -22,6 +23,8 @@ struct ServerState {
   std::atomic<size_t> inflight{0};  // requests read and not yet answered
   // Runs a task on the handler pool (routes registered with kOffload).
   std::function<void(std::function<void()>)> offload;
+  // GET /v1/stream upgrades (websocket_session.h); null: no WebSocket.
+  std::shared_ptr<StreamService> streams;
 };
 
 }  // namespace tensord

@@ -13,8 +13,9 @@ from .client import Client, Optimizer, from_json_tensor, to_json_tensor, parse_s
 from .errors import TensordError
 from .safetensors import TensorData, SafetensorsError
 from . import safetensors
+from .program import ProgramBuilder, Graph, Value
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "Optimizer", "TensordError", "TensorData", "SafetensorsError", "safetensors",
-           "from_json_tensor", "to_json_tensor", "parse_shape_header"]
+           "from_json_tensor", "to_json_tensor", "parse_shape_header", "ProgramBuilder", "Graph", "Value"]

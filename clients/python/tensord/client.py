@@ -255,6 +255,48 @@ class Client:
                                  headers={"Content-Type": JSON, "Accept": JSON})
         return self._decode_run_response(resp)
 
+    # -- graphs (API.md 4.3)
+    def program(self):
+        """A small program builder (``tensord.program.ProgramBuilder``)."""
+        from .program import ProgramBuilder
+        return ProgramBuilder()
+
+    def capture(self, program, inputs_spec=None, pool=None):
+        """Capture a program once (``POST /v1/graphs``); returns a :class:`Graph`.
+
+        ``program`` is a program dict or a ProgramBuilder; ``inputs_spec`` maps
+        input names to ``{"dtype", "shape"}`` (or ``(dtype, shape)``); ``pool``
+        is a Graph (or graph id) whose memory pool to share.
+        """
+        from .program import Graph
+        if hasattr(program, "build"):
+            program = program.build()
+        req = {"program": program}
+        if inputs_spec is not None:
+            req["inputs"] = {k: (v if isinstance(v, dict) else {"dtype": v[0], "shape": list(v[1])})
+                             for k, v in inputs_spec.items()}
+        if pool is not None:
+            req["pool"] = pool.id if hasattr(pool, "id") else pool
+        resp = self._request("POST", "/v1/graphs", data=json.dumps(req), headers={"Content-Type": JSON})
+        return Graph(self, resp.json())
+
+    def _graph_replay(self, graph_id, inputs, return_=None, store=None):
+        req = {}
+        if store is not None:
+            req["store"] = store
+        if return_ is not None:
+            req["return"] = list(return_)
+        path = "/v1/graphs/%s/replay" % graph_id
+        if self.transport == "safetensors":
+            body = st.encode({k: _convert_value(v) for k, v in inputs.items()},
+                             metadata={"request": json.dumps(req)})
+            resp = self._request("POST", path, data=body,
+                                 headers={"Content-Type": SAFETENSORS, "Accept": SAFETENSORS})
+        else:
+            req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
+            resp = self._request("POST", path, data=json.dumps(req), headers={"Content-Type": JSON, "Accept": JSON})
+        return self._decode_run_response(resp)
+
     def _decode_run_response(self, resp):
         ctype = resp.headers.get("Content-Type", "")
         outputs = {}
@@ -316,6 +358,49 @@ class Client:
 
     def metrics(self):
         return self._request("GET", "/metrics").text
+
+    def trace(self, last=None):
+        """Chrome trace-event JSON of recent requests, jobs and ops (``GET /v1/trace``)."""
+        params = {} if last is None else {"last": int(last)}
+        return self._request("GET", "/v1/trace", params=params).json()
+
+    def stream(self, streams=("metrics", "jobs"), interval_ms=1000, timeout=None):
+        """Live events from ``GET /v1/stream`` (a WebSocket), as dicts.
+
+        >>> for ev in c.stream(["jobs"]):
+        ...     print(ev["id"], ev["state"])
+
+        Yields ``{"type": "metrics", ...}`` snapshots every ``interval_ms`` and
+        ``{"type": "job", ...}`` events; the ``subscribed`` acknowledgement is
+        skipped. A server ``error`` message raises TensordError. Needs
+        websocket-client (Debian: python3-websocket). ``timeout`` bounds each
+        wait for a message (None: forever).
+        """
+        import websocket  # only the stream needs it
+
+        url = "ws" + self.url[len("http"):] + "/v1/stream"
+        header = ["Authorization: Bearer " + self.token] if self.token else []
+        try:
+            ws = websocket.create_connection(url, header=header, timeout=timeout)
+        except websocket.WebSocketBadStatusException as e:
+            raise TensordError(e.status_code, "unauthenticated" if e.status_code == 401 else "stream_refused",
+                               str(e)) from e
+        try:
+            ws.send(json.dumps({"subscribe": list(streams), "interval_ms": int(interval_ms)}))
+            while True:
+                text = ws.recv()
+                if not text:
+                    return  # the server closed the stream
+                ev = json.loads(text)
+                kind = ev.get("type")
+                if kind == "subscribed":
+                    continue
+                if kind == "error":
+                    err = ev.get("error", {})
+                    raise TensordError(400, err.get("code", "bad_request"), err.get("message", ""))
+                yield ev
+        finally:
+            ws.close()
 
 
 class Optimizer:

@@ -183,6 +183,7 @@ TEST(EngineAsync, CancelQueuedAndRunningJobs) {
   // The partition is free again.
   JobResult r = e->run(t, add_job(f32({1}, {3})));
   EXPECT_EQ(r.outputs.size(), 2u);
+  e->shutdown();  // waits for running jobs before the tenant goes away
 }
 
 TEST(EngineAsync, DeadlineWhileQueued) {
@@ -199,6 +200,7 @@ TEST(EngineAsync, DeadlineWhileQueued) {
   }
   running->cancel("done");
   running->wait();
+  e->shutdown();
 }
 
 TEST(EngineAsync, QueueFullCarriesRetryAfter) {
@@ -221,6 +223,7 @@ TEST(EngineAsync, QueueFullCarriesRetryAfter) {
   }
   a->cancel("done");
   b->cancel("done");
+  e.shutdown();  // waits for the running job before the tenant goes away
 }
 
 }  // namespace

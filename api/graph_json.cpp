@@ -1,0 +1,134 @@
+#include "api/graph_json.h"
+
+#include "api/json_tensor.h"
+#include "api/program_json.h"
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) {
+  throw Error(ErrorCode::kBadRequest, msg);
+}
+
+TensorMeta spec_from_json(const rapidjson::Value& v, const std::string& where) {
+  if (!v.IsObject()) bad(where + ": expected {\"dtype\", \"shape\"}");
+  auto dt = v.FindMember("dtype");
+  if (dt == v.MemberEnd() || !dt->value.IsString()) bad(where + ": \"dtype\" must be a dtype name");
+  auto t = dtype_from_name(std::string(dt->value.GetString(), dt->value.GetStringLength()));
+  if (!t) bad(where + ": unknown dtype '" + std::string(dt->value.GetString(), dt->value.GetStringLength()) + "'");
+  auto sh = v.FindMember("shape");
+  if (sh == v.MemberEnd() || !sh->value.IsArray()) bad(where + ": \"shape\" must be a list of ints");
+  TensorMeta m;
+  m.dtype = *t;
+  for (const auto& d : sh->value.GetArray()) {
+    if (!d.IsInt64() || d.GetInt64() < 0) bad(where + ": \"shape\" must be a list of non-negative ints");
+    m.shape.push_back(d.GetInt64());
+  }
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string k(it->name.GetString(), it->name.GetStringLength());
+    if (k != "dtype" && k != "shape") bad(where + ": unknown field '" + k + "'");
+  }
+  try {
+    shape_numel(m.shape);
+  } catch (const Error& e) {
+    bad(where + ": " + e.message());
+  }
+  return m;
+}
+
+}  // namespace
+
+GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
+  if (!req.IsObject()) bad("request must be a JSON object");
+  GraphCaptureRequest r;
+  auto prog = req.FindMember("program");
+  if (prog == req.MemberEnd()) bad("request: missing \"program\"");
+  r.program = program_from_json(prog->value);
+  bool have_inputs = false;
+  for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
+    std::string key(it->name.GetString(), it->name.GetStringLength());
+    const auto& v = it->value;
+    if (key == "inputs") {
+      if (!v.IsObject()) bad("request.inputs must be an object of name -> {dtype, shape}");
+      have_inputs = true;
+      for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
+        std::string name(in->name.GetString(), in->name.GetStringLength());
+        r.inputs[name] = spec_from_json(in->value, "inputs." + name);
+      }
+    } else if (key == "pool") {
+      if (v.IsNull()) continue;
+      if (!v.IsString()) bad("request.pool must be a graph id");
+      r.pool.assign(v.GetString(), v.GetStringLength());
+    }
+  }
+  if (!have_inputs) {
+    for (const auto& in : r.program.inputs) r.inputs[in.name] = in.meta;
+  }
+  return r;
+}
+
+JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs) {
+  if (!req.IsObject()) bad("request must be a JSON object");
+  JobSpec s;
+  s.inputs = std::move(file_inputs);
+  for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
+    std::string key(it->name.GetString(), it->name.GetStringLength());
+    const auto& v = it->value;
+    if (key == "inputs") {
+      if (!v.IsObject()) bad("request.inputs must be an object");
+      for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
+        std::string name(in->name.GetString(), in->name.GetStringLength());
+        if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
+        s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
+      }
+    } else if (key == "store") {
+      if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
+      for (auto st = v.MemberBegin(); st != v.MemberEnd(); ++st) {
+        if (!st->value.IsString()) bad("request.store values must be tensor names");
+        s.store[std::string(st->name.GetString(), st->name.GetStringLength())] =
+            std::string(st->value.GetString(), st->value.GetStringLength());
+      }
+    } else if (key == "return") {
+      if (!v.IsArray()) bad("request.return must be a list of names");
+      std::vector<std::string> names;
+      for (const auto& e : v.GetArray()) {
+        if (!e.IsString()) bad("request.return must be a list of names");
+        names.emplace_back(e.GetString(), e.GetStringLength());
+      }
+      s.return_names = std::move(names);
+    } else if (key == "deadline_ms") {
+      if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
+      s.deadline_ms = v.GetInt64();
+    } else if (key == "priority") {
+      if (!v.IsInt()) bad("request.priority must be an integer");
+      s.priority = v.GetInt();
+    } else if (key == "program") {
+      bad("request: a replay takes no \"program\" (it was captured)");
+    }
+  }
+  return s;
+}
+
+std::string graph_info_to_json(const std::string& id, int64_t nodes, int64_t bytes, int64_t replays,
+                               const std::string& pool) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("id");
+  w.String(id.c_str(), static_cast<rapidjson::SizeType>(id.size()));
+  w.Key("nodes");
+  w.Int64(nodes);
+  w.Key("bytes");
+  w.Int64(bytes);
+  w.Key("replays");
+  w.Int64(replays);
+  w.Key("is_capturing");
+  w.Bool(false);
+  w.Key("pool");
+  w.String(pool.c_str(), static_cast<rapidjson::SizeType>(pool.size()));
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace tensord

@@ -1,0 +1,32 @@
+// Graph capture and replay bodies (API.md 4.3) and GET /v1/graphs/{id}.
+// JSON stays in api/: callers get typed values.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <rapidjson/document.h>
+
+#include "graphs/program.h"
+#include "scheduler/job.h"
+
+namespace tensord {
+
+struct GraphCaptureRequest {
+  Program program;
+  std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
+  std::string pool;                          // share the pool of this graph; empty: a new pool
+};
+
+// {program, inputs?: {name: {dtype, shape}}, pool?: "<graph id>"}.
+GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req);
+
+// {inputs, store?, return?, deadline_ms?, priority?}: a JobSpec without a
+// program. `file_inputs` came in a safetensors body.
+JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
+
+// {id, nodes, bytes, replays, is_capturing, pool}.
+std::string graph_info_to_json(const std::string& id, int64_t nodes, int64_t bytes, int64_t replays,
+                               const std::string& pool);
+
+}  // namespace tensord

@@ -1,0 +1,74 @@
+// Control flow in programs (API.md 4.2): cond, while_loop, scan, map and
+// associative_scan. They are not registry ops: the compiler binds their
+// operands, compiles their subprograms with the parent (validation, shape
+// inference, memory plan) and the executor runs those compiled bodies.
+// Semantics follow torch.cond and torch._higher_order_ops.{while_loop, scan,
+// map, associative_scan}.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graphs/compiled_program.h"
+
+namespace tensord {
+
+struct ExecOptions;
+
+enum class ControlKind { kCond, kWhileLoop, kScan, kMap, kAssociativeScan };
+
+struct ControlFlow {
+  ControlKind kind = ControlKind::kCond;
+  // Source subprograms by key ("then", "else", "cond", "body", "combine_fn").
+  std::map<std::string, std::shared_ptr<const Program>> programs;
+  // The same, compiled against the operands' metas (filled by inference).
+  std::map<std::string, std::shared_ptr<const CompiledProgram>> bodies;
+  // Operand layout (all operands are in BoundNode::tensor_params[0]):
+  //   cond:             [pred, operands...]
+  //   while_loop:       [carries...]
+  //   scan:             [init carries (n_carry)..., xs...]
+  //   map:              [xs (n_sliced)..., extra args...]
+  //   associative_scan: [xs...]
+  size_t n_carry = 0;
+  size_t n_sliced = 0;
+  int64_t dim = 0;  // scan / associative_scan (normalized by inference); map: 0
+  bool reverse = false;
+  int64_t max_iters = 1000000;  // while_loop
+  int64_t length = 0;           // scan / map / associative_scan: size along dim
+};
+
+// True for "cond", "while_loop", "scan", "map", "associative_scan".
+bool is_control_flow_op(const std::string& op);
+
+// A placeholder OpDef for a control-flow node (name only, no kernels), so
+// that code reading BoundNode::op (metrics, messages) keeps working.
+const OpDef* control_flow_op_def(const std::string& op);
+
+// Parses the node's args and kwargs (no metas yet). Returns the flattened
+// operand expressions (value names or inline tensors) in the layout above.
+// Throws invalid_program / invalid_argument naming the node.
+std::shared_ptr<const ControlFlow> parse_control_flow(const Node& n, std::vector<ArgExpr>* operands);
+
+// Shape inference: compiles the subprograms against `operand_metas`, checks
+// signatures (400 invalid_program naming the node) and returns the node's
+// result metas. Replaces b.control with the compiled version.
+std::vector<TensorMeta> infer_control_flow(BoundNode& b, const std::vector<TensorMeta>& operand_metas,
+                                           const StoredLookup& stored);
+
+// Reads and writes of stored tensors while running a body (the parent's
+// pending writes).
+struct ControlFlowIO {
+  std::function<std::optional<Tensor>(const std::string&)> read;
+  std::function<void(const std::string&, Tensor)> write;
+};
+
+// Runs a control-flow node. Checks cancellation and the deadline at each
+// iteration; a while_loop past max_iters throws deadline_exceeded.
+std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tensor>& operands, const ExecOptions& opts,
+                                     const ControlFlowIO& io);
+
+}  // namespace tensord

@@ -1,0 +1,169 @@
+#include "graphs/graph_store.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "graphs/control_flow.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+GraphPool::~GraphPool() {
+  if (account_) account_->release(reserved_);
+}
+
+void GraphPool::reserve(int64_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (bytes <= reserved_) return;
+  if (account_) account_->charge(bytes - reserved_);
+  reserved_ = bytes;
+}
+
+int64_t GraphPool::reserved() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return reserved_;
+}
+
+std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
+                                                   const std::shared_ptr<MemoryAccount>& account, Backend* backend,
+                                                   Device device, CompiledProgram cp, const std::string& pool_of) {
+  std::shared_ptr<GraphPool> pool;
+  std::string pool_id;
+  if (!pool_of.empty()) {
+    auto other = find(tenant, pool_of);
+    if (!other) throw Error(ErrorCode::kNotFound, "pool: graph '" + pool_of + "' not found");
+    pool = other->pool;
+    pool_id = other->pool_id;
+  } else {
+    pool = std::make_shared<GraphPool>(account);
+  }
+  auto g = std::make_shared<CapturedGraph>();
+  g->tenant = tenant;
+  for (const auto& [name, id] : cp.inputs) {
+    const TensorMeta& m = cp.values[static_cast<size_t>(id)].meta;
+    Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m.dtype, m.shape, account)
+                                                            : Tensor::empty_host(m.dtype, m.shape);
+    g->buffer_bytes += static_cast<int64_t>(t.nbytes());
+    g->buffers.emplace(name, std::move(t));
+  }
+  pool->reserve(cp.peak_bytes);  // quota_exceeded: the buffers above are freed with g
+  g->pool = std::move(pool);
+  g->program = std::make_shared<const CompiledProgram>(std::move(cp));
+  g->id = "g-" + std::to_string(next_.fetch_add(1));
+  g->pool_id = pool_id.empty() ? g->id : pool_id;
+  std::lock_guard<std::mutex> lk(mu_);
+  graphs_[{tenant, g->id}] = g;
+  return g;
+}
+
+std::shared_ptr<CapturedGraph> GraphStore::find(const std::string& tenant, const std::string& id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = graphs_.find({tenant, id});
+  return it == graphs_.end() ? nullptr : it->second;
+}
+
+bool GraphStore::erase(const std::string& tenant, const std::string& id) {
+  std::shared_ptr<CapturedGraph> g;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = graphs_.find({tenant, id});
+  if (it == graphs_.end()) return false;
+  g = std::move(it->second);
+  graphs_.erase(it);
+  return true;
+}
+
+size_t GraphStore::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return graphs_.size();
+}
+
+std::map<std::string, Tensor> load_replay_inputs(CapturedGraph& g, const std::map<std::string, Tensor>& inputs) {
+  for (const auto& [name, t] : inputs) {
+    if (!g.buffers.count(name)) throw Error(ErrorCode::kBadRequest, "input '" + name + "' is not a graph input");
+  }
+  for (auto& [name, buf] : g.buffers) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
+    const Tensor& t = it->second;
+    if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
+      throw Error(ErrorCode::kConflict, "graph '" + g.id + "' was captured with input '" + name + "' " +
+                                            buf.meta().str() + ", the replay gives " + t.meta().str());
+    }
+  }
+  for (auto& [name, buf] : g.buffers) {
+    const Tensor& t = inputs.at(name);
+    if (t.device().type != DeviceType::kCPU || buf.device().type != DeviceType::kCPU) {
+      throw Error(ErrorCode::kUnsupported, "graph replay copies inputs on the host only (for now)");
+    }
+    if (buf.nbytes()) std::memcpy(buf.data(), t.data(), buf.nbytes());
+  }
+  return g.buffers;
+}
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+void dot_body(std::ostringstream& os, const CompiledProgram& cp, const std::string& prefix, int depth) {
+  const std::string ind(static_cast<size_t>(2 * depth + 2), ' ');
+  auto vname = [&](int v) { return prefix + "v" + std::to_string(v); };
+  for (size_t v = 0; v < cp.values.size(); ++v) {
+    const ValueInfo& vi = cp.values[v];
+    if (vi.source == ValueInfo::Source::kNode) continue;
+    std::string label = vi.source == ValueInfo::Source::kInput    ? vi.name
+                        : vi.source == ValueInfo::Source::kStored ? "$stored/" + vi.name
+                                                                  : std::string("const");
+    os << ind << '"' << vname(static_cast<int>(v)) << "\" [shape=ellipse,label=\"" << esc(label) << "\\n"
+       << esc(vi.meta.str()) << "\"];\n";
+  }
+  for (size_t i = 0; i < cp.nodes.size(); ++i) {
+    const BoundNode& b = cp.nodes[i];
+    const std::string nid = prefix + "n" + std::to_string(i);
+    os << ind << '"' << nid << "\" [shape=box,label=\"" << esc(b.id) << "\\n"
+       << esc(b.op ? b.op->name : "?") << "\"];\n";
+    for (const auto& ids : b.tensor_params) {
+      for (int v : ids) {
+        const ValueInfo& vi = cp.values[static_cast<size_t>(v)];
+        std::string from =
+            vi.source == ValueInfo::Source::kNode ? prefix + "n" + std::to_string(vi.producer) : vname(v);
+        os << ind << '"' << from << "\" -> \"" << nid << "\" [label=\"" << esc(vi.name) << "\\n"
+           << esc(vi.meta.str()) << "\"];\n";
+      }
+    }
+    if (b.control) {
+      for (const auto& [key, body] : b.control->bodies) {
+        const std::string sub = nid + "_" + key + "_";
+        os << ind << "subgraph \"cluster_" << sub << "\" {\n"
+           << ind << "  label=\"" << esc(b.id + "." + key) << "\";\n";
+        dot_body(os, *body, sub, depth + 1);
+        os << ind << "}\n";
+      }
+    }
+  }
+  for (const auto& [name, id] : cp.outputs) {
+    const ValueInfo& vi = cp.values[static_cast<size_t>(id)];
+    const std::string oid = prefix + "out_" + name;
+    os << ind << '"' << esc(oid) << "\" [shape=ellipse,style=bold,label=\"" << esc(name) << "\"];\n";
+    std::string from = vi.source == ValueInfo::Source::kNode ? prefix + "n" + std::to_string(vi.producer) : vname(id);
+    os << ind << '"' << from << "\" -> \"" << esc(oid) << "\";\n";
+  }
+}
+
+}  // namespace
+
+std::string graph_to_dot(const CompiledProgram& cp, const std::string& name) {
+  std::ostringstream os;
+  os << "digraph \"" << esc(name) << "\" {\n  rankdir=TB;\n";
+  dot_body(os, cp, "", 0);
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace tensord

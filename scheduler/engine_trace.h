@@ -1,0 +1,29 @@
+// The engine's trace and job-event hooks (API.md section 9: /v1/trace and
+// /v1/stream): spans and flows into TraceBuffer::global(), job state changes
+// into EventBus::global(). Called by Engine at submit, start, after each node
+// and at the end. A running job's context is thread-local to its runner
+// thread (a job runs start to end on one runner). Cheap when nobody listens.
+#pragma once
+
+namespace tensord {
+
+class Job;
+struct BoundNode;
+struct CompiledProgram;
+
+namespace engine_trace {
+
+// On the submitting thread, once the job is queued: a flow starts in the
+// request's span; "queued" is published.
+void job_queued(const Job& job);
+// The scheduler refused the job (queue full, shutting down) after job_queued.
+void job_rejected(const Job& job);
+// On the runner thread, after the job entered running.
+void job_started(const Job& job);
+// On the runner thread, after node `b` ran for `seconds`.
+void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds);
+// Once the job ended (any thread): queue and run spans, the final event.
+void job_ended(const Job& job);
+
+}  // namespace engine_trace
+}  // namespace tensord

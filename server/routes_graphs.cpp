@@ -1,0 +1,143 @@
+// Graphs: capture once, replay many (API.md 4.3).
+//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?} -> 201 {id, nodes, bytes, ...}
+//   POST   /v1/graphs/{id}/replay  {inputs, store?, return?} -> as /v1/run (JSON or safetensors)
+//   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool}; ?format=dot: Graphviz
+//   DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
+// Another tenant's graph is 404, exactly as an unknown one.
+#include <mutex>
+
+#include "api/graph_json.h"
+#include "api/program_json.h"
+#include "api/safetensors.h"
+#include "graphs/compiled_program.h"
+#include "graphs/graph_store.h"
+#include "ops/error.h"
+#include "scheduler/engine.h"
+#include "scheduler/tenant.h"
+#include "server/app.h"
+#include "server/auth.h"
+
+namespace tensord {
+
+namespace {
+
+std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpRequest& req, const Tenant& tenant) {
+  auto g = store.find(tenant.name, req.params.at("id"));
+  if (!g) throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
+  return g;
+}
+
+std::string info_json(const CapturedGraph& g) {
+  return graph_info_to_json(g.id, g.nodes(), g.bytes(), g.replays.load(), g.pool_id);
+}
+
+JobSpec parse_replay_request(HttpRequest& req) {
+  if (is_safetensors_body(req)) {
+    auto body = std::make_shared<const std::string>(std::move(req.body));
+    SafetensorsFile f = parse_safetensors(body);
+    std::map<std::string, Tensor> inputs;
+    for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
+    auto it = f.metadata.find("request");
+    if (it == f.metadata.end()) {
+      rapidjson::Document empty;
+      empty.SetObject();
+      return graph_replay_from_json(empty, std::move(inputs));
+    }
+    rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
+    return graph_replay_from_json(d, std::move(inputs));
+  }
+  rapidjson::Document d = parse_json_object(req.body, "body");
+  return graph_replay_from_json(d, {});
+}
+
+}  // namespace
+
+void add_graph_routes(Router& r, AppContext& app) {
+  // The routes own the store: graphs live as long as the server's router.
+  auto store = std::make_shared<GraphStore>();
+
+  add_offloaded(r, "POST", "/v1/graphs", [&app, store](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    rapidjson::Document d = parse_json_object(req.body, "body");
+    GraphCaptureRequest cr = graph_capture_from_json(d);
+    auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
+    // Validation, binding, shape inference and the memory plan: once.
+    CompiledProgram cp = compile_program(cr.program, cr.inputs, stored_lookup);
+    const auto& devs = app.engine->devices();
+    auto g = store->capture(tenant.name, tenant.account, &app.engine->backend(),
+                            devs.empty() ? Device{} : devs[0].device, std::move(cp), cr.pool);
+    app.engine->record_tenant_memory(tenant);
+    HttpResponse resp = json_response(201, info_json(*g));
+    resp.headers.emplace_back("Location", "/v1/graphs/" + g->id);
+    return resp;
+  });
+
+  add_offloaded(r, "POST", "/v1/graphs/{id}/replay", [&app, store](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    auto g = find_graph(*store, req, tenant);
+    JobSpec spec = parse_replay_request(req);
+    for (const auto& [out, stored_name] : spec.store) {
+      for (const auto& [name, id] : g->program->outputs) {
+        if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
+          throw Error(ErrorCode::kBadRequest, "store: output '" + out + "' is a graph input; store the input itself");
+        }
+      }
+    }
+    JobResult res;
+    {
+      // Graphs sharing a pool share memory: one replay at a time.
+      std::lock_guard<std::mutex> lk(g->pool->run_mutex());
+      std::map<std::string, Tensor> user_inputs = std::move(spec.inputs);
+      spec.inputs = load_replay_inputs(*g, user_inputs);
+      user_inputs.clear();
+      res = app.engine->replay(tenant, g->program, std::move(spec), req.client_gone.get());
+      // An output that is a graph input aliases a static buffer: copy it
+      // before the next replay overwrites it.
+      for (auto& [name, t] : res.outputs) {
+        for (const auto& [in, buf] : g->buffers) {
+          if (t.storage() == buf.storage()) t = t.clone_host();
+        }
+      }
+    }
+    g->replays.fetch_add(1);
+    HttpResponse resp;
+    if (wants_safetensors(req)) {
+      resp.content_type = "application/vnd.safetensors";
+      resp.body = encode_safetensors(res.outputs, {{"response", job_result_to_json(res, false, false)}});
+    } else {
+      auto enc = req.query.find("encoding");
+      resp.body = job_result_to_json(res, true, enc != req.query.end() && enc->second == "b64");
+    }
+    return resp;
+  });
+
+  r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    auto g = find_graph(*store, req, tenant);
+    auto fmt = req.query.find("format");
+    if (fmt != req.query.end() && fmt->second == "dot") {
+      HttpResponse resp;
+      resp.content_type = "text/vnd.graphviz";
+      resp.body = graph_to_dot(*g->program, g->id);
+      return resp;
+    }
+    if (fmt != req.query.end() && fmt->second != "json") {
+      throw Error(ErrorCode::kBadRequest, "format must be \"json\" or \"dot\"");
+    }
+    return json_response(200, info_json(*g));
+  });
+
+  r.add("DELETE", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    if (!store->erase(tenant.name, req.params.at("id"))) {
+      throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
+    }
+    app.engine->record_tenant_memory(tenant);
+    HttpResponse resp;
+    resp.status = 204;
+    resp.content_type.clear();
+    return resp;
+  });
+}
+
+}  // namespace tensord

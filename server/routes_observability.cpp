@@ -1,0 +1,48 @@
+// GET /v1/trace (Chrome trace-event JSON) and the plain-HTTP face of
+// GET /v1/stream (the WebSocket itself is websocket_session.cpp).
+#include <cstdlib>
+#include <string>
+
+#include "metrics/trace_buffer.h"
+#include "ops/error.h"
+#include "scheduler/tenant_registry.h"
+#include "server/app.h"
+#include "server/auth.h"
+
+namespace tensord {
+namespace {
+
+// ?last=N: a non-negative integer; absent: the whole ring.
+size_t parse_last(const HttpRequest& req, size_t cap) {
+  auto it = req.query.find("last");
+  if (it == req.query.end()) return cap;
+  const std::string& v = it->second;
+  bool digits = !v.empty() && v.size() <= 19;
+  for (char c : v) digits = digits && c >= '0' && c <= '9';
+  if (!digits) throw Error(ErrorCode::kBadRequest, "last must be a non-negative integer, got '" + v + "'");
+  unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  return n < cap ? static_cast<size_t>(n) : cap;
+}
+
+}  // namespace
+
+void add_observability_routes(Router& r, AppContext& app) {
+  r.add("GET", "/v1/trace", [&app](HttpRequest& req) {
+    const Tenant& t = authenticate(req, *app.tenants);
+    TraceBuffer& tb = TraceBuffer::global();
+    size_t last = parse_last(req, tb.capacity());
+    bool see_all = t.config.admin || app.tenants->anonymous();
+    return json_response(200, tb.render_json(last, t.name, see_all));
+  });
+  // Reached only without an Upgrade: websocket header (the session upgrades those).
+  r.add("GET", "/v1/stream", [&app](HttpRequest& req) {
+    authenticate(req, *app.tenants);
+    HttpResponse res = json_response(426,
+                                     "{\"error\":{\"code\":\"bad_request\",\"message\":\"GET /v1/stream is a "
+                                     "WebSocket: send Upgrade: websocket\"}}");
+    res.headers.emplace_back("Upgrade", "websocket");
+    return res;
+  });
+}
+
+}  // namespace tensord

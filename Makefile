@@ -57,7 +57,7 @@ tsan: deps build-tsan/build.ninja
 	cmake --build build-tsan -j$(JOBS) --target scheduler_tests graphs_tests
 	for t in scheduler graphs; do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 
-test: unit gpu integration asan
+test: unit gpu integration asan tsan
 
 bench: build
 	@if [ -x build/bench/tensord_bench ]; then ./build/bench/tensord_bench; fi

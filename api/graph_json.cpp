@@ -74,38 +74,8 @@ JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string
   s.inputs = std::move(file_inputs);
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
-    const auto& v = it->value;
-    if (key == "inputs") {
-      if (!v.IsObject()) bad("request.inputs must be an object");
-      for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
-        std::string name(in->name.GetString(), in->name.GetStringLength());
-        if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
-        s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
-      }
-    } else if (key == "store") {
-      if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
-      for (auto st = v.MemberBegin(); st != v.MemberEnd(); ++st) {
-        if (!st->value.IsString()) bad("request.store values must be tensor names");
-        s.store[std::string(st->name.GetString(), st->name.GetStringLength())] =
-            std::string(st->value.GetString(), st->value.GetStringLength());
-      }
-    } else if (key == "return") {
-      if (!v.IsArray()) bad("request.return must be a list of names");
-      std::vector<std::string> names;
-      for (const auto& e : v.GetArray()) {
-        if (!e.IsString()) bad("request.return must be a list of names");
-        names.emplace_back(e.GetString(), e.GetStringLength());
-      }
-      s.return_names = std::move(names);
-    } else if (key == "deadline_ms") {
-      if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
-      s.deadline_ms = v.GetInt64();
-    } else if (key == "priority") {
-      if (!v.IsInt()) bad("request.priority must be an integer");
-      s.priority = v.GetInt();
-    } else if (key == "program") {
-      bad("request: a replay takes no \"program\" (it was captured)");
-    }
+    if (key == "program") bad("request: a replay takes no \"program\" (it was captured)");
+    apply_request_field(s, key, it->value);  // other unknown fields: ignored, as for /v1/run
   }
   return s;
 }

@@ -202,6 +202,35 @@ Program program_from_json(const rapidjson::Value& v, int depth) {
   return p;
 }
 
+bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Value& v) {
+  if (key == "inputs") {
+    if (!v.IsObject()) bad("request.inputs must be an object");
+    for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
+      std::string name(in->name.GetString(), in->name.GetStringLength());
+      if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
+      s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
+    }
+  } else if (key == "store") {
+    if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
+    for (auto st = v.MemberBegin(); st != v.MemberEnd(); ++st) {
+      if (!st->value.IsString()) bad("request.store values must be tensor names");
+      s.store[std::string(st->name.GetString(), st->name.GetStringLength())] =
+          std::string(st->value.GetString(), st->value.GetStringLength());
+    }
+  } else if (key == "return") {
+    s.return_names = str_list(v, "request.return");
+  } else if (key == "deadline_ms") {
+    if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
+    s.deadline_ms = v.GetInt64();
+  } else if (key == "priority") {
+    if (!v.IsInt()) bad("request.priority must be an integer");
+    s.priority = v.GetInt();
+  } else {
+    return false;
+  }
+  return true;
+}
+
 JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs) {
   if (!req.IsObject()) bad("request must be a JSON object");
   JobSpec s;
@@ -217,34 +246,9 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
   }
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
-    const auto& v = it->value;
-    if (key == "program") continue;
-    if (key == "inputs") {
-      if (!v.IsObject()) bad("request.inputs must be an object");
-      for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
-        std::string name(in->name.GetString(), in->name.GetStringLength());
-        if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
-        s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
-      }
-    } else if (key == "store") {
-      if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
-      for (auto st = v.MemberBegin(); st != v.MemberEnd(); ++st) {
-        if (!st->value.IsString()) bad("request.store values must be tensor names");
-        s.store[std::string(st->name.GetString(), st->name.GetStringLength())] =
-            std::string(st->value.GetString(), st->value.GetStringLength());
-      }
-    } else if (key == "return") {
-      s.return_names = str_list(v, "request.return");
-    } else if (key == "deadline_ms") {
-      if (!v.IsInt64() || v.GetInt64() < 0) bad("request.deadline_ms must be a non-negative integer");
-      s.deadline_ms = v.GetInt64();
-    } else if (key == "priority") {
-      if (!v.IsInt()) bad("request.priority must be an integer");
-      s.priority = v.GetInt();
-    } else {
-      // Unknown fields are ignored so that newer clients (e.g. "ranks")
-      // still run on this server; documented in docs/api-notes.md.
-    }
+    // Unknown fields are ignored so that newer clients (e.g. "ranks") still
+    // run on this server; documented in docs/api-notes.md.
+    if (key != "program") apply_request_field(s, key, it->value);
   }
   return s;
 }

@@ -22,6 +22,11 @@ rapidjson::Document parse_json_object(std::string_view body, const char* what);
 // compile_program). Malformed structure -> bad_request / invalid_program.
 Program program_from_json(const rapidjson::Value& v, int depth = 0);
 
+// Applies one top-level field of a run/replay request ("inputs", "store",
+// "return", "deadline_ms", "priority") to `s`; false for any other key.
+// Malformed values throw bad_request.
+bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Value& v);
+
 // A /v1/run body (already parsed) -> JobSpec. `file_inputs` are tensors that
 // came in a safetensors body; JSON "inputs" may add more.
 JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);

@@ -44,7 +44,10 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
   scheduler_ = std::make_unique<JobScheduler>(partition_specs(config_), tenant_specs(config_), opts.clock, opts.cores,
                                               [m](const JobEvent& e) { m->on_event(e); });
   for (const auto& p : config_.partitions) m->inflight(p.name, 0, p.workqueue_limit);
-  for (const auto& t : config_.tenants) m->tenant_memory(t.name, 0, t.memory_bytes);
+  for (const auto& t : config_.tenants) {
+    m->tenant_memory(t.name, 0, t.memory_bytes);
+    m->tenant_registered(t.name);
+  }
   libraries_ = backend_->libraries();
   record_device_memory();
 }
@@ -252,11 +255,16 @@ JobResult Engine::replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> 
     }
   }
   JobState s = job->wait();
+  metrics_->graph_replayed(tenant.name, std::string(job_state_name(s)));
   if (s != JobState::kSucceeded) throw *job->error();
   JobResult r = *job->take_result();
   r.queue_ms = job->queue_ms();
   r.run_ms = job->run_ms();
   return r;
+}
+
+void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {
+  metrics_->graph_captured(tenant.name, live_graphs_delta);
 }
 
 }  // namespace tensord

@@ -53,6 +53,9 @@ class Engine {
   // Refreshes the tenant's memory gauge (after memory held outside jobs
   // changed, e.g. a captured graph was deleted).
   void record_tenant_memory(const Tenant& tenant);
+  // A graph captured (+1) or deleted (-1): tensord_graph_captures_total and
+  // tensord_graphs gauge.
+  void record_graph_capture(const Tenant& tenant, int live_graphs_delta);
   Backend& backend() { return *backend_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   const ServerConfig& config() const { return config_; }

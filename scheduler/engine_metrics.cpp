@@ -36,6 +36,9 @@ struct EngineMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* mem;
   prometheus::Family<prometheus::Gauge>* mem_limit;
   prometheus::Family<prometheus::Gauge>* dev_mem;
+  prometheus::Family<prometheus::Counter>* replays;
+  prometheus::Family<prometheus::Counter>* captures;
+  prometheus::Family<prometheus::Gauge>* graphs;
   std::mutex mu;
   std::map<std::string, std::pair<prometheus::Counter*, prometheus::Histogram*>> ops;
   // Scheduler state mirrored from its events.
@@ -73,6 +76,13 @@ EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>
                       .Register(reg);
   impl_->mem =
       &prometheus::BuildGauge().Name("tensord_tenant_memory_bytes").Help("Bytes held by a tenant").Register(reg);
+  impl_->replays = &prometheus::BuildCounter()
+                        .Name("tensord_graph_replays_total")
+                        .Help("Captured-graph replays, by tenant and final state")
+                        .Register(reg);
+  impl_->captures =
+      &prometheus::BuildCounter().Name("tensord_graph_captures_total").Help("Graphs captured, by tenant").Register(reg);
+  impl_->graphs = &prometheus::BuildGauge().Name("tensord_graphs").Help("Captured graphs alive, by tenant").Register(reg);
   impl_->dev_mem = &prometheus::BuildGauge()
                          .Name("tensord_device_memory_bytes")
                          .Help("Device memory: bytes in use by tensors (used) and the device's size (total)")
@@ -115,6 +125,23 @@ void EngineMetrics::queue_depth(const std::string& tenant, const std::string& pa
 void EngineMetrics::device_memory(const std::string& device, int64_t used, int64_t total) {
   impl_->dev_mem->Add({{"device", device}, {"kind", "used"}}).Set(static_cast<double>(used));
   impl_->dev_mem->Add({{"device", device}, {"kind", "total"}}).Set(static_cast<double>(total));
+}
+
+void EngineMetrics::graph_replayed(const std::string& tenant, const std::string& state) {
+  impl_->replays->Add({{"tenant", tenant}, {"state", state}}).Increment();
+}
+
+void EngineMetrics::tenant_registered(const std::string& tenant) {
+  // Series exist from the start (at 0), so rate() and dashboards work before
+  // the first event.
+  impl_->replays->Add({{"tenant", tenant}, {"state", "succeeded"}});
+  impl_->captures->Add({{"tenant", tenant}});
+  impl_->graphs->Add({{"tenant", tenant}});
+}
+
+void EngineMetrics::graph_captured(const std::string& tenant, int live_delta) {
+  if (live_delta > 0) impl_->captures->Add({{"tenant", tenant}}).Increment();
+  impl_->graphs->Add({{"tenant", tenant}}).Increment(live_delta);
 }
 
 void EngineMetrics::on_event(const JobEvent& e) {

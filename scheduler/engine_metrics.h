@@ -23,6 +23,10 @@ class EngineMetrics {
   void inflight(const std::string& partition, int64_t n, int64_t limit);
   void tenant_memory(const std::string& tenant, int64_t used, int64_t limit);
   void device_memory(const std::string& device, int64_t used, int64_t total);
+  // tensord_graph_replays_total{tenant, state}; captures and live graphs.
+  void graph_replayed(const std::string& tenant, const std::string& state);
+  void graph_captured(const std::string& tenant, int live_delta);
+  void tenant_registered(const std::string& tenant);
   // The scheduler's observer: keeps queue depth per tenant and in-flight
   // jobs per partition. Called under the scheduler's lock: cheap, no calls back.
   void on_event(const JobEvent& e);

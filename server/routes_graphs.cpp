@@ -67,6 +67,7 @@ void add_graph_routes(Router& r, AppContext& app) {
     auto g = store->capture(tenant.name, tenant.account, &app.engine->backend(),
                             devs.empty() ? Device{} : devs[0].device, std::move(cp), cr.pool);
     app.engine->record_tenant_memory(tenant);
+    app.engine->record_graph_capture(tenant, +1);
     HttpResponse resp = json_response(201, info_json(*g));
     resp.headers.emplace_back("Location", "/v1/graphs/" + g->id);
     return resp;
@@ -133,6 +134,7 @@ void add_graph_routes(Router& r, AppContext& app) {
       throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
     }
     app.engine->record_tenant_memory(tenant);
+    app.engine->record_graph_capture(tenant, -1);
     HttpResponse resp;
     resp.status = 204;
     resp.content_type.clear();

@@ -168,3 +168,27 @@ def test_builder_capture(client):
     out = g.replay(x=np.arange(4, dtype=np.float32))
     np.testing.assert_allclose(list(out.values())[0], np.arange(4) + 1)
     g.delete()
+
+
+def metric_value(url, name, labels):
+    text = requests.get(url + "/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_graph_metrics(client, server):
+    before_caps = metric_value(server.url, "tensord_graph_captures_total", {"tenant": "default"})
+    before_ok = metric_value(server.url, "tensord_graph_replays_total", {"tenant": "default", "state": "succeeded"})
+    before_live = metric_value(server.url, "tensord_graphs", {"tenant": "default"})
+    g = client.capture(affine_program(8), {"x": ("float32", [8])})
+    for _ in range(3):
+        g.replay(x=np.ones(8, np.float32))
+    assert metric_value(server.url, "tensord_graph_captures_total", {"tenant": "default"}) == before_caps + 1
+    assert metric_value(server.url, "tensord_graph_replays_total",
+                        {"tenant": "default", "state": "succeeded"}) == before_ok + 3
+    assert metric_value(server.url, "tensord_graphs", {"tenant": "default"}) == before_live + 1
+    g.delete()
+    assert metric_value(server.url, "tensord_graphs", {"tenant": "default"}) == before_live

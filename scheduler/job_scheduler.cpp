@@ -156,6 +156,7 @@ size_t JobScheduler::poll() {
 
 void JobScheduler::runner_loop(PartitionRuntime& part) {
   pin_current_thread(part.cpus);
+  yield_to_io_threads();
   std::vector<Failure> failures;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {

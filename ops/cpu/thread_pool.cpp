@@ -1,5 +1,9 @@
 #include "ops/cpu/thread_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -25,10 +29,18 @@ ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : cpus_(std::move(cpu
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads; ++i) {
     workers_.emplace_back([this] {
-      if (!cpus_.empty()) pin_current_thread(cpus_);
+      if (!cpus_.empty()) {
+        pin_current_thread(cpus_);
+        yield_to_io_threads();
+      }
       worker_loop();
     });
   }
+}
+
+void yield_to_io_threads() {
+  // Raising one's own nice needs no privilege; failure is harmless.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNice);
 }
 
 bool pin_current_thread(const std::vector<int>& cpus) {

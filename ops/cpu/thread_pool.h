@@ -49,6 +49,13 @@ class ThreadPool {
 
 // Pins the calling thread to the given CPUs (pthread_setaffinity_np); false
 // when `cpus` is empty or the OS refuses (e.g. CPUs outside the cpuset).
+// Partition compute threads (pools and job runners) run at nice +5: the
+// HTTP threads, which answer every tenant, then preempt a saturated
+// partition's work at once, so a light tenant's latency holds while another
+// tenant keeps its own partition busy (bench/isolation.py).
+inline constexpr int kComputeNice = 5;
+void yield_to_io_threads();
+
 bool pin_current_thread(const std::vector<int>& cpus);
 
 }  // namespace tensord

@@ -1,5 +1,7 @@
 #include "api/error_reply.h"
 
+#include "metrics/json_escape.h"
+
 namespace tensord {
 
 int http_status(ErrorCode code) {
@@ -40,39 +42,7 @@ int http_status(ErrorCode code) {
 }
 
 std::string json_quote(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-  return out;
+  return '"' + json_escape(s) + '"';
 }
 
 namespace {

@@ -7,6 +7,8 @@
 // hold the lock for a move). Readers copy under the lock and render outside.
 #pragma once
 
+#include "metrics/json_escape.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -72,9 +74,6 @@ class TraceBuffer {
   uint64_t next_ = 0;                    // records ever added; ring_[next_ % capacity_] is the next slot
   std::vector<std::string> lane_names_;  // index = tid - 1
 };
-
-// Escapes `s` for a JSON string body (no quotes added).
-std::string json_escape(const std::string& s);
 
 // A request span on the calling thread, recorded when the scope ends (the
 // HTTP session wraps each handler call). Holds references: `method` and

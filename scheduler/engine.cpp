@@ -223,19 +223,31 @@ void Engine::record_end(const Job& job) {
   engine_trace::job_ended(job);
 }
 
-JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
-  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+namespace {
+// Waits for a synchronous job (run, replay), cancelling it when the client
+// goes away; the final state.
+JobState wait_or_cancel(Job& job, const std::atomic<bool>* cancel_when) {
   if (cancel_when) {
-    while (!job->wait_for(std::chrono::milliseconds(20))) {
-      if (cancel_when->load()) job->cancel("the client closed the connection");
+    while (!job.wait_for(std::chrono::milliseconds(20))) {
+      if (cancel_when->load()) job.cancel("the client closed the connection");
     }
   }
-  JobState s = job->wait();
-  if (s != JobState::kSucceeded) throw *job->error();
-  JobResult r = *job->take_result();
-  r.queue_ms = job->queue_ms();
-  r.run_ms = job->run_ms();
+  return job.wait();
+}
+
+// The result of a job that ended in `s`, or its error thrown.
+JobResult result_of(Job& job, JobState s) {
+  if (s != JobState::kSucceeded) throw *job.error();
+  JobResult r = *job.take_result();
+  r.queue_ms = job.queue_ms();
+  r.run_ms = job.run_ms();
   return r;
+}
+}  // namespace
+
+JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
+  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  return result_of(*job, wait_or_cancel(*job, cancel_when));
 }
 
 void Engine::record_tenant_memory(const Tenant& tenant) {
@@ -249,18 +261,9 @@ JobResult Engine::replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> 
   w->shared_cp = std::move(cp);
   w->spec = std::move(spec);
   std::shared_ptr<Job> job = enqueue(tenant, w);
-  if (cancel_when) {
-    while (!job->wait_for(std::chrono::milliseconds(20))) {
-      if (cancel_when->load()) job->cancel("the client closed the connection");
-    }
-  }
-  JobState s = job->wait();
+  JobState s = wait_or_cancel(*job, cancel_when);
   metrics_->graph_replayed(tenant.name, std::string(job_state_name(s)));
-  if (s != JobState::kSucceeded) throw *job->error();
-  JobResult r = *job->take_result();
-  r.queue_ms = job->queue_ms();
-  r.run_ms = job->run_ms();
-  return r;
+  return result_of(*job, s);
 }
 
 void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {

@@ -8,23 +8,12 @@
 #include "ops/cpu/cpu_backend.h"
 #include "ops/error.h"
 #include "ops/memory_account.h"
+#include "tests/unit/graphs/exec_fixture.h"
 #include "tests/unit/graphs/program_builder.h"
 
 namespace tensord {
 namespace {
 using namespace testing_util;
-
-struct Fixture {
-  CpuBackend backend{2};
-  std::shared_ptr<MemoryAccount> acct = std::make_shared<MemoryAccount>("t");
-  ExecOptions opts() {
-    ExecOptions o;
-    o.ctx.backend = &backend;
-    o.ctx.account = acct;
-    o.ctx.pool = &backend.pool();
-    return o;
-  }
-};
 
 TEST(Executor, RunsAChainAndReleasesIntermediates) {
   Fixture f;

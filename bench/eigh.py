@@ -60,8 +60,8 @@ def tensord_kernel_ms(a):
         out = subprocess.run([exe, "--n", str(a.shape[1]), "--batch", str(a.shape[0]), "--input", f.name,
                               "--reps", str(REPS), "--threads", str(THREADS)],
                              check=True, capture_output=True, text=True).stdout
-    m = re.search(r'"median_ms": ([0-9.]+).*"isa": "(\w+)".*"max_residual": ([-0-9.e+]+)', out)
-    return float(m.group(1)), m.group(2), float(m.group(3))
+    m = re.search(r'"median_ms": ([0-9.]+).*"path": "(\w+)".*"isa": "(\w+)".*"max_residual": ([-0-9.e+]+)', out)
+    return float(m.group(1)), "%s/%s" % (m.group(2), m.group(3)), float(m.group(4))
 
 
 class Server:

@@ -2,7 +2,8 @@
 // line. bench/eigh.py drives it on the same inputs it gives torch and numpy.
 //
 //   eigh_kernel_bench --n 16 --batch 10000 [--dtype float32] [--input FILE]
-//                     [--path auto|lapack|portable|avx2|avx512] [--reps 7]
+//                     [--path auto|lapack|portable|avx2|avx512|tridiag_portable|
+//                             tridiag_avx2|tridiag_avx512] [--reps 7]
 //                     [--threads 2] [--vectors 1]
 //
 // FILE holds batch x n x n raw little-endian elements of the dtype (else a
@@ -94,6 +95,9 @@ int main(int argc, char** argv) {
   if (path_name == "portable") path = EighPath::kJacobiPortable;
   if (path_name == "avx2") path = EighPath::kJacobiAvx2;
   if (path_name == "avx512") path = EighPath::kJacobiAvx512;
+  if (path_name == "tridiag_portable") path = EighPath::kTridiagPortable;
+  if (path_name == "tridiag_avx2") path = EighPath::kTridiagAvx2;
+  if (path_name == "tridiag_avx512") path = EighPath::kTridiagAvx512;
   if (!eigh_path_available(path)) {
     std::printf("{\"error\": \"path %s not available on this CPU\"}\n", path_name.c_str());
     return 0;
@@ -134,10 +138,19 @@ int main(int argc, char** argv) {
   double res = -1;
   if (vectors && t == DType::kFloat32) res = max_residual<float>(a, w, v, n);
   if (vectors && t == DType::kFloat64) res = max_residual<double>(a, w, v, n);
-  const bool jacobi = path == EighPath::kAuto ? eigh_use_jacobi(t, n, batch) : path != EighPath::kLapack;
+  const char* algo = "jacobi";
+  if (path == EighPath::kAuto) {
+    const EighAlgorithm a_auto = eigh_auto_algorithm(t, n, batch);
+    algo = a_auto == EighAlgorithm::kLapack ? "lapack" : a_auto == EighAlgorithm::kTridiag ? "tridiag" : "jacobi";
+  } else if (path == EighPath::kLapack) {
+    algo = "lapack";
+  } else if (path_name.rfind("tridiag", 0) == 0) {
+    algo = is_complex(t) ? "jacobi" : "tridiag";
+  }
+  const bool lapack = std::string(algo) == "lapack";
   std::printf("{\"median_ms\": %.4f, \"min_ms\": %.4f, \"path\": \"%s\", \"isa\": \"%s\", \"max_residual\": %.3g}\n",
-              ms[ms.size() / 2], ms[0], jacobi ? "jacobi" : "lapack",
-              !jacobi                   ? "lapack"
+              ms[ms.size() / 2], ms[0], algo,
+              lapack                    ? "lapack"
               : path == EighPath::kAuto ? eigh_jacobi_isa_name()
                                         : path_name.c_str(),
               res);

@@ -1,7 +1,11 @@
-// linalg.eigh on the CPU, batched Jacobi path: picks the widest ISA kernel
+// linalg.eigh on the CPU, batched SIMD paths: picks the widest ISA kernel
 // this CPU runs (runtime CPUID; TENSORD_CPU_ISA=portable|avx2|avx512 caps
 // it), cuts the batch into groups of `lanes` matrices and spreads the groups
-// over the pool. The math is in eigh_jacobi_impl.h / ops/kernels/eigh_jacobi.h.
+// over the pool. Two algorithms, one matrix per SIMD lane: cyclic Jacobi
+// (eigh_jacobi_impl.h, ops/kernels/eigh_jacobi.h; all dtypes) and
+// Householder tridiagonalisation + implicit QL (eigh_tridiag_impl.h,
+// ops/kernels/eigh_tridiag.h; real dtypes). eigh_auto_algorithm picks
+// between them and LAPACK by the measured crossover below.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -32,20 +36,28 @@ bool cpu_has_avx512() {
 #endif
 }
 
+bool is_tridiag(EighPath path) {
+  return path == EighPath::kTridiagPortable || path == EighPath::kTridiagAvx2 || path == EighPath::kTridiagAvx512;
+}
+
 const EighIsaKernels* kernels_for(EighPath path) {
   switch (path) {
     case EighPath::kJacobiPortable:
+    case EighPath::kTridiagPortable:
       return eigh_kernels_portable();
     case EighPath::kJacobiAvx2:
+    case EighPath::kTridiagAvx2:
       return cpu_has_avx2() ? eigh_kernels_avx2() : nullptr;
     case EighPath::kJacobiAvx512:
+    case EighPath::kTridiagAvx512:
       return cpu_has_avx512() ? eigh_kernels_avx512() : nullptr;
     default:
       return nullptr;
   }
 }
 
-// The widest kernel this CPU and TENSORD_CPU_ISA allow (read once).
+// The widest kernel this CPU and TENSORD_CPU_ISA allow (read once), as its
+// Jacobi path.
 EighPath best_jacobi_path() {
   static const EighPath best = [] {
     const char* env = std::getenv("TENSORD_CPU_ISA");
@@ -56,6 +68,17 @@ EighPath best_jacobi_path() {
     return EighPath::kJacobiPortable;
   }();
   return best;
+}
+
+EighPath as_tridiag(EighPath jacobi) {
+  switch (jacobi) {
+    case EighPath::kJacobiAvx512:
+      return EighPath::kTridiagAvx512;
+    case EighPath::kJacobiAvx2:
+      return EighPath::kTridiagAvx2;
+    default:
+      return EighPath::kTridiagPortable;
+  }
 }
 
 int dtype_index(DType t) {
@@ -81,9 +104,10 @@ void* group_workspace(size_t bytes) {
   return buf.data() + ((64 - addr % 64) % 64);
 }
 
-// Largest n the Jacobi path takes: above it LAPACK wins at every batch size
-// (see the crossover table in eigh_cpu below).
+// Largest n the SIMD paths take (workspace: (n (n+1)/2 + n^2) vectors per
+// thread, 6 MiB at n = 256 on AVX-512).
 constexpr int64_t kJacobiMaxN = 128;
+constexpr int64_t kTridiagMaxN = 256;
 
 }  // namespace
 
@@ -96,8 +120,8 @@ const char* eigh_jacobi_isa_name() {
   return kernels_for(best_jacobi_path())->name;
 }
 
-void eigh_jacobi_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
-                     EighPath path) {
+void eigh_simd_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
+                   EighPath path) {
   if (path == EighPath::kAuto) path = best_jacobi_path();
   const EighIsaKernels* k = kernels_for(path);
   TENSORD_ASSERT(k != nullptr);
@@ -105,24 +129,31 @@ void eigh_jacobi_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Ten
   TENSORD_ASSERT(di >= 0);
   const int64_t n = a.shape().back();
   if (n == 0 || a.numel() == 0) return;
-  TENSORD_ASSERT(n <= kJacobiMaxN);
+  // Complex dtypes have no tridiagonal kernel: they take Jacobi.
+  const bool tridiag = is_tridiag(path) && k->tridiag[di] != nullptr;
+  TENSORD_ASSERT(n <= (tridiag ? kTridiagMaxN : kJacobiMaxN));
   const int64_t nn = n * n, batch = a.numel() / nn;
   const int64_t lanes = k->lanes[di];
   const int64_t planes = k->complex_planes[di];
   const size_t in_bytes = dtype_size(a.dtype());             // one element
   const size_t real_bytes = dtype_size(to_real(a.dtype()));  // one eigenvalue
-  // Workspace (eigh_jacobi_group): A's packed triangle and V^T (planes
-  // vectors per element), 4 n rotation-parameter vectors, n row pointers, n ints.
+  // Workspace: A's packed triangle and V^T or Z (planes vectors per
+  // element), then eigh_jacobi_group's 4 n vectors, n row pointers and n
+  // ints, or eigh_tridiag_group's (5 + 2 sweeps per pass) n vectors and
+  // lanes n ints.
+  const int64_t extra = tridiag ? 5 + 2 * kEighTridiagSweepsPerPass : 4;
   const size_t work_bytes = static_cast<size_t>((n * (n + 1) / 2 + nn) * planes * k->vector_bytes[di]) +
-                            static_cast<size_t>(4 * n * k->vector_bytes[di]) +
-                            static_cast<size_t>(n) * (sizeof(void*) + sizeof(int));
+                            static_cast<size_t>(extra * n * k->vector_bytes[di]) +
+                            static_cast<size_t>(n) * (sizeof(void*) + sizeof(int) * static_cast<size_t>(lanes));
   const auto* src = static_cast<const unsigned char*>(a.data());
   auto* w_out = static_cast<unsigned char*>(w.data());
   auto* v_out = v ? static_cast<unsigned char*>(v->data()) : nullptr;
   const int64_t groups = (batch + lanes - 1) / lanes;
-  // About 8 n^3 flops per matrix and sweep, ~8 sweeps: aim for ~0.25 ms chunks.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(1, lanes * 64 * n * n * n));
-  const EighGroupFn fn = k->fn[di];
+  // Jacobi: about 8 n^3 flops per matrix and sweep, ~8 sweeps; QL about a
+  // tenth of that: aim for ~0.25 ms chunks.
+  const int64_t per_group = lanes * (tridiag ? 8 : 64) * n * n * n;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(1, per_group));
+  const EighGroupFn fn = tridiag ? k->tridiag[di] : k->jacobi[di];
   ctx.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
     void* work = group_workspace(work_bytes);
     for (int64_t g = g0; g < g1; ++g) {
@@ -145,15 +176,15 @@ void eigh_jacobi_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Ten
                                                     std::to_string(first + bad) + ")");
       }
       if (rc == kEighNoConvergence) {
-        throw Error(ErrorCode::kNumericalError, std::string(op) + ": Jacobi iteration did not converge (matrices " +
-                                                    std::to_string(first) + ".." +
-                                                    std::to_string(first + args.count - 1) + ")");
+        throw Error(ErrorCode::kNumericalError, std::string(op) + (tridiag ? ": QL" : ": Jacobi") +
+                                                    " iteration did not converge (matrices " + std::to_string(first) +
+                                                    ".." + std::to_string(first + args.count - 1) + ")");
       }
     }
   });
 }
 
-// Path choice: eigh_use_jacobi (the measured crossover, below).
+// Path choice: eigh_auto_algorithm (the measured crossover, below).
 void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
               EighPath path) {
   TENSORD_ASSERT(uplo == 'L' || uplo == 'U');
@@ -164,26 +195,53 @@ void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w,
   const int64_t n = a.shape().empty() ? 0 : a.shape().back();
   if (path == EighPath::kAuto) {
     const int64_t batch = n == 0 ? 0 : a.numel() / (n * n);
-    path = eigh_use_jacobi(a.dtype(), n, batch) ? best_jacobi_path() : EighPath::kLapack;
+    switch (eigh_auto_algorithm(a.dtype(), n, batch)) {
+      case EighAlgorithm::kLapack:
+        path = EighPath::kLapack;
+        break;
+      case EighAlgorithm::kJacobi:
+        path = best_jacobi_path();
+        break;
+      case EighAlgorithm::kTridiag:
+        path = as_tridiag(best_jacobi_path());
+        break;
+    }
   }
   if (path == EighPath::kLapack) return eigh_lapack_cpu(ctx, a, uplo, w, v, op);
-  if (n > kJacobiMaxN) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": the Jacobi path takes n <= " +
-                                                 std::to_string(kJacobiMaxN) + ", got " + std::to_string(n));
+  const int64_t max_n = is_tridiag(path) && !is_complex(a.dtype()) ? kTridiagMaxN : kJacobiMaxN;
+  if (n > max_n) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": the " + (max_n == kJacobiMaxN ? "Jacobi" : "QL") +
+                                                 " path takes n <= " + std::to_string(max_n) + ", got " +
+                                                 std::to_string(n));
   }
-  eigh_jacobi_cpu(ctx, a, uplo, w, v, op, path);
+  eigh_simd_cpu(ctx, a, uplo, w, v, op, path);
 }
 
-// CROSSOVER, measured with bench/eigh_kernel_bench (median of 3-5 runs,
-// 2 threads, AVX-512 kernels vs LAPACK ?syevd/?heevd, eigenvectors on) on
-// this 2-core AMD EPYC; times in ms, Jacobi / LAPACK (noisy shared machine):
-//   float32   n=8   b=1 0.005/0.016  b=4 0.005/0.058  b=256 0.11/13.5
-//             n=32  b=1 0.21/0.20    b=4 0.21/0.84   b=256 4.4/54
-//             n=64  b=1 1.8/0.43     b=4 1.8/11.6    b=256 31/163
-//             n=96  b=1 13.8/1.1     b=4 6.9/12.0    b=256 114/405
-//             n=128 b=4 16.6/8.0     b=16 46/28      b=256 277/524
-//   float64   n=32  b=1 0.25/0.16    b=4 0.28/0.82   b=256 9.5/57
-//             n=64  b=4 2.0/0.97     b=16 4.3/8.0    b=256 71/160
+// CROSSOVER, measured with bench/eigh_kernel_bench on this 2-core AMD EPYC
+// (Zen 4, AVX-512 kernels, 2 threads, eigenvectors on; a shared, loaded
+// machine: min of 5 runs, or user-mode cycles of one thread where noted).
+// Real dtypes, tridiagonal QL vs cyclic Jacobi, cycles (incl. generating the
+// 20000 inputs, ~100M):
+//   float32 n=4 Jacobi 112M / QL 122M, n=6 267M / 248M, n=8 431M / 338M,
+//           n=12 1139M / 709M; float64 n=4 150M / 148M, n=8 757M / 495M:
+//   QL from n = 6 (at n = 32 and 64: 91 / 42 ms and 83 / 25 ms, 2 threads).
+// QL vs LAPACK ssyevd/dsyevd (one OpenBLAS thread per matrix, 2 matrices
+// in parallel), ms: a QL group (16 float32 / 8 float64 matrices, one
+// thread) costs about what 1 .. 10 LAPACK calls do, so LAPACK keeps the
+// batches that do not fill a group's worth of its time:
+//   float32 n=32  b=1 0.055/0.064
+//           n=48  b=1 0.161/0.129  b=2 0.162/0.255
+//           n=64  b=1 0.393/0.197  b=4 0.417/0.765 (one call 0.2)
+//           n=96  b=1 1.06/0.42    b=4 1.10/~0.84  b=8 1.14/7.1
+//           n=128 b=1 2.60/0.68    b=8 4.61/13.7   b=16 2.88/11.3
+//           n=192 b=1 12.7/1.38    b=16 15.6/57    b=32 28/79
+//           n=256 b=1 38.6/2.57    b=16 45/77      b=32 93/159
+//   float64 n=48  b=1 0.184/0.151  b=2 0.187/0.384
+//           n=64  b=1 0.478/0.243  b=4 0.457/0.986
+//           n=128 b=1 2.88/0.99    b=8 3.13/27.9
+//           n=256 b=1 33/16.8      b=8 33.6/54
+// Complex dtypes keep the cyclic Jacobi (no complex tridiagonal kernel),
+// Jacobi / LAPACK ?heevd, ms:
 //   complex64 n=8   b=1 0.009/0.005  b=16 0.010/0.083 b=256 0.16/1.34
 //             n=32  b=1 0.42/0.08    b=16 0.46/1.44  b=256 16.5/41
 //             n=64  b=16 10.5/35.6   b=256 100/127
@@ -191,23 +249,29 @@ void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w,
 //   complex128 n=32 b=16 1.06/1.58   b=256 18.8/66.9
 //             n=64  b=16 8.7/7.9     b=256 137/89
 //             n=128 b=16 82/31       b=256 1397/690
-// A group of `lanes` matrices costs about what one matrix does, so small
-// batches at larger n go to LAPACK.
-bool eigh_use_jacobi(DType t, int64_t n, int64_t batch) {
-  const bool cplx = is_complex(t);
-  const bool f64 = t == DType::kFloat64 || t == DType::kComplex128;
-  if (!cplx) {
-    if (n <= 16) return true;
-    if (n <= 32) return batch >= 2;
-    if (n <= 64) return batch >= (f64 ? 8 : 4);
-    if (n <= 96) return batch >= (f64 ? 16 : 4);
-    if (n <= kJacobiMaxN) return batch >= 64 && !f64;
-    return false;
+EighAlgorithm eigh_auto_algorithm(DType t, int64_t n, int64_t batch) {
+  if (!is_complex(t)) {
+    if (n < 6) return EighAlgorithm::kJacobi;
+    if (n <= 32) return EighAlgorithm::kTridiag;
+    int64_t min_batch = 24;
+    if (n <= 48) {
+      min_batch = 2;
+    } else if (n <= 64) {
+      min_batch = 4;
+    } else if (n <= 96) {
+      min_batch = 5;
+    } else if (n <= 128) {
+      min_batch = 8;
+    } else if (n <= 192) {
+      min_batch = 20;
+    }
+    return n <= kTridiagMaxN && batch >= min_batch ? EighAlgorithm::kTridiag : EighAlgorithm::kLapack;
   }
-  if (n <= 8) return batch >= 4;
-  if (n <= 32) return batch >= 16;
-  if (n <= 64) return !f64 && batch >= 16;
-  return false;
+  const bool f64 = t == DType::kComplex128;
+  if (n <= 8) return batch >= 4 ? EighAlgorithm::kJacobi : EighAlgorithm::kLapack;
+  if (n <= 32) return batch >= 16 ? EighAlgorithm::kJacobi : EighAlgorithm::kLapack;
+  if (n <= 64) return !f64 && batch >= 16 ? EighAlgorithm::kJacobi : EighAlgorithm::kLapack;
+  return EighAlgorithm::kLapack;
 }
 
 }  // namespace tensord

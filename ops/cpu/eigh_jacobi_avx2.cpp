@@ -1,4 +1,4 @@
-// The batched Jacobi eigensolver on AVX2 + FMA: 8 float32 / 4 float64
+// The batched eigensolvers (Jacobi, tridiagonal QL) on AVX2 + FMA: 8 float32 / 4 float64
 // matrices per group. Built with -mavx2 -mfma (ops/CMakeLists.txt); called
 // only when CPUID reports both (eigh_batched.cpp).
 #if defined(__AVX2__) && defined(__FMA__)
@@ -8,7 +8,7 @@
 #define TENSORD_EIGH_SQRT_F(x) ((VF)_mm256_sqrt_ps((__m256)(x)))
 #define TENSORD_EIGH_SQRT_D(x) ((VD)_mm256_sqrt_pd((__m256d)(x)))
 
-#include "ops/cpu/eigh_jacobi_impl.h"
+#include "ops/cpu/eigh_isa_table.h"
 #include "ops/cpu/eigh_jacobi_ops.h"
 
 namespace tensord {

@@ -4,7 +4,7 @@
 //   using VF = <float vector type>, VD = <double vector type>;
 //   struct OpsF / OpsD { sqrt, abs, select, is_zero, is_negative } (see
 //   ops/kernels/eigh_jacobi.h);
-// and then instantiates eigh_jacobi_group<...>. Everything here lives in an
+// and then instantiates eigh_jacobi_group<...> (make_kernels). Everything here lives in an
 // anonymous namespace and uses no standard-library inline code, so code
 // compiled for AVX-512 can never be merged (ODR/COMDAT) into a path that
 // must run on a plain x86-64 CPU.
@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "ops/cpu/eigh_batched.h"
+#include "ops/cpu/eigh_group_io.h"
 #include "ops/kernels/eigh_jacobi.h"
 
 namespace tensord {
@@ -49,51 +50,16 @@ struct JacobiGroup {
   V& ar(int64_t e) { return a[e * kP]; }
   V& ai(int64_t e) { return a[e * kP + 1]; }
 
-  // Loads `count` matrices (lanes beyond are zero matrices); returns the
-  // index of a matrix with a non-finite entry in its triangle, or -1.
+  // Loads `count` matrices (lanes beyond are zero matrices) and V = I;
+  // returns the index of a matrix with a non-finite entry in its triangle, or -1.
   int64_t load(const R* in, int64_t count, bool lower) {
     const int64_t nn = static_cast<int64_t>(n) * n;
-    R* ap = reinterpret_cast<R*>(a);
     R* vp = reinterpret_cast<R*>(vt);
-    for (int64_t e = 0; e < tri_n * kP * W; ++e) ap[e] = R(0);
     for (int64_t e = 0; e < nn * kP * W; ++e) vp[e] = R(0);
     for (int64_t k = 0; k < n; ++k) {
       for (int l = 0; l < W; ++l) vp[(k * n + k) * kP * W + l] = R(1);
     }
-    for (int l = 0; l < W; ++l) scale[l] = R(1);
-    for (int64_t l = 0; l < count; ++l) {
-      const R* m = in + l * nn * kP;
-      R amax = R(0);
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j <= i; ++j) {
-          // (i, j) of the lower triangle: m[i][j], or conj(m[j][i]) from the upper.
-          const int64_t src = (lower ? i * n + j : j * n + i) * kP;
-          for (int c = 0; c < kP; ++c) {
-            if (c == 1 && i == j) continue;  // a Hermitian diagonal is real: imaginary parts ignored
-            const R x = m[src + c];
-            if (!__builtin_isfinite(x)) return l;
-            const R ax = x < R(0) ? -x : x;
-            amax = ax > amax ? ax : amax;
-          }
-        }
-      }
-      int e = 0;
-      if (amax > R(0)) __builtin_frexp(static_cast<double>(amax), &e);
-      const R s = static_cast<R>(__builtin_ldexp(1.0, -e));
-      scale[l] = s;
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j <= i; ++j) {
-          const int64_t src = (lower ? i * n + j : j * n + i) * kP;
-          const int64_t dst = (tri(i) + j) * kP * W + l;
-          ap[dst] = m[src] * s;
-          if constexpr (kCplx) {
-            const R im = i == j ? R(0) : m[src + 1] * s;
-            ap[dst + W] = lower ? im : -im;
-          }
-        }
-      }
-    }
-    return -1;
+    return load_packed_lower<R, W, kP>(in, count, n, lower, reinterpret_cast<R*>(a), scale);
   }
 
   // Per lane: the squared Frobenius norm (all) and the off-diagonal part.
@@ -299,27 +265,6 @@ int eigh_jacobi_group(const EighGroupArgs& g, int64_t* bad) {
   }
   j.store(g.count, static_cast<R*>(g.w), static_cast<R*>(g.v), order);
   return kEighOk;
-}
-
-template <class OpsF, class VF, class OpsD, class VD>
-EighIsaKernels make_kernels(const char* name) {
-  constexpr int wf = static_cast<int>(sizeof(VF) / sizeof(float));
-  constexpr int wd = static_cast<int>(sizeof(VD) / sizeof(double));
-  EighIsaKernels k{};
-  k.name = name;
-  k.lanes[0] = wf;
-  k.lanes[1] = wd;
-  k.lanes[2] = wf;
-  k.lanes[3] = wd;
-  k.vector_bytes[0] = k.vector_bytes[2] = static_cast<int>(sizeof(VF));
-  k.vector_bytes[1] = k.vector_bytes[3] = static_cast<int>(sizeof(VD));
-  k.complex_planes[0] = k.complex_planes[1] = 1;
-  k.complex_planes[2] = k.complex_planes[3] = 2;
-  k.fn[0] = &eigh_jacobi_group<OpsF, VF, float, wf, false>;
-  k.fn[1] = &eigh_jacobi_group<OpsD, VD, double, wd, false>;
-  k.fn[2] = &eigh_jacobi_group<OpsF, VF, float, wf, true>;
-  k.fn[3] = &eigh_jacobi_group<OpsD, VD, double, wd, true>;
-  return k;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The lane operations the Jacobi kernels need (ops/kernels/eigh_jacobi.h's
-// Ops), over GCC vector extensions, for a translation unit that has chosen
-// its vector width: defines OpsF over VF (floats) and OpsD over VD (doubles)
-// in an anonymous namespace. Before including, define
+// The lane operations the batched eigh kernels need (the Ops of
+// ops/kernels/eigh_jacobi.h and eigh_tridiag.h), over GCC vector
+// extensions, for a translation unit that has chosen its vector width:
+// defines OpsF over VF (floats) and OpsD over VD (doubles) in an anonymous
+// namespace. Before including, define
 //   TENSORD_EIGH_VBYTES         the vector size in bytes (16, 32 or 64)
 //   TENSORD_EIGH_SQRT_F(x) / _D(x)   a lane-wise square root of a VF / VD.
 // Included once per ISA translation unit (see eigh_jacobi_impl.h).

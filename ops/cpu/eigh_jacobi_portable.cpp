@@ -1,4 +1,4 @@
-// The batched Jacobi eigensolver for any CPU: 16-byte GCC vectors (SSE2 on
+// The batched eigensolvers (Jacobi, tridiagonal QL) for any CPU: 16-byte GCC vectors (SSE2 on
 // x86-64, NEON on arm64, plain scalars elsewhere), square roots lane by lane.
 // The fallback of the runtime dispatch in eigh_batched.cpp and the path
 // TENSORD_CPU_ISA=portable forces.
@@ -6,7 +6,7 @@
 #define TENSORD_EIGH_SQRT_F(x) ::tensord::lane_sqrt(x)
 #define TENSORD_EIGH_SQRT_D(x) ::tensord::lane_sqrt(x)
 
-#include "ops/cpu/eigh_jacobi_impl.h"
+#include "ops/cpu/eigh_isa_table.h"
 
 namespace tensord {
 namespace {

@@ -1,6 +1,6 @@
 // CPU linear-algebra kernels behind ops/cpu/linalg.cpp: matmul over OpenBLAS
-// (matmul_blas.cpp) and eigh: batched SIMD Jacobi (eigh_batched.cpp) or
-// LAPACKE (eigh_lapack.cpp).
+// (matmul_blas.cpp) and eigh: batched SIMD Jacobi or tridiagonal QL
+// (eigh_batched.cpp) or LAPACKE (eigh_lapack.cpp).
 //
 // Threading: OpenBLAS is pinned to one thread (set_blas_single_threaded) and
 // the work is split over the OpContext's pool instead (batch items, and
@@ -44,24 +44,37 @@ void set_blas_single_threaded();
 // (..., n, n). Throws numerical_error naming `op` for non-finite input or
 // when the solver does not converge.
 //
-// Two paths (eigh_batched.cpp picks by measured crossover, eigh_use_jacobi):
-// a batched cyclic Jacobi with one matrix per SIMD lane (small n, many
-// matrices) and LAPACK's syevd/heevd per matrix (eigh_lapack.cpp). Tests
-// force each path; kAuto is what the op uses.
-enum class EighPath { kAuto, kLapack, kJacobiPortable, kJacobiAvx2, kJacobiAvx512 };
+// Three paths (eigh_batched.cpp picks by measured crossover,
+// eigh_auto_algorithm): LAPACK's syevd/heevd per matrix (eigh_lapack.cpp),
+// and two batched solvers with one matrix per SIMD lane: cyclic Jacobi
+// (small n; complex) and Householder tridiagonalisation + implicit QL (real,
+// larger n). Tests force each path; kAuto is what the op uses. A kTridiag*
+// path on a complex dtype runs that ISA's Jacobi.
+enum class EighPath {
+  kAuto,
+  kLapack,
+  kJacobiPortable,
+  kJacobiAvx2,
+  kJacobiAvx512,
+  kTridiagPortable,
+  kTridiagAvx2,
+  kTridiagAvx512
+};
+enum class EighAlgorithm { kLapack, kJacobi, kTridiag };
 void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
               EighPath path = EighPath::kAuto);
 // Whether this CPU (and build) can run `path`.
 bool eigh_path_available(EighPath path);
-// The ISA the automatic Jacobi path uses ("avx512", "avx2", "portable").
+// The ISA the automatic SIMD paths use ("avx512", "avx2", "portable").
 const char* eigh_jacobi_isa_name();
-// The automatic choice: true for the Jacobi path.
-bool eigh_use_jacobi(DType t, int64_t n, int64_t batch);
-// The two paths themselves (same contract as eigh_cpu; Jacobi takes n <= 128
-// and path kAuto means the widest ISA allowed).
+// The automatic choice for `batch` matrices n x n of dtype t.
+EighAlgorithm eigh_auto_algorithm(DType t, int64_t n, int64_t batch);
+// The paths themselves (same contract as eigh_cpu). eigh_simd_cpu takes a
+// Jacobi (n <= 128) or tridiagonal (n <= 256, real) path; kAuto means the
+// widest ISA's Jacobi.
 void eigh_lapack_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v,
                      const char* op);
-void eigh_jacobi_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
-                     EighPath path);
+void eigh_simd_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
+                   EighPath path);
 
 }  // namespace tensord

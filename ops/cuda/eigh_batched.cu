@@ -15,7 +15,13 @@
 #include "ops/error.h"
 #include "ops/kernels/common.h"
 
-#if defined(CUSOLVER_VERSION) && CUSOLVER_VERSION >= 11701  // cuSOLVER 11.7.1 = CUDA 12.6 Update 2
+//
+// Solvers: cusolverDnXsyevBatched where the toolkit has it (CUDA >= 12.6.2);
+// else cusolverDn<t>syevjBatched (Jacobi, sorted output) for n <= 32, its
+// limit, and cusolverDnXsyevd once per matrix above. The fallback is
+// compiled in every build (so nvcc checks it everywhere);
+// defining TENSORD_EIGH_FORCE_SYEVJ at compile time makes it the one used.
+#if defined(CUSOLVER_VERSION) && CUSOLVER_VERSION >= 11701 && !defined(TENSORD_EIGH_FORCE_SYEVJ)  // 11.7.1 = 12.6 U2
 #define TENSORD_HAVE_XSYEV_BATCHED 1
 #endif
 
@@ -79,6 +85,7 @@ struct Workspace {
   cusolverDnHandle_t handle = nullptr;
   cusolverDnParams_t params = nullptr;
   int device = -1;
+  syevjInfo_t syevj = nullptr;  // the fallback's Jacobi parameters (sorted eigenvalues)
   DeviceBuffer work, z, info, flag;
   std::vector<unsigned char> host;
 
@@ -95,6 +102,8 @@ struct Workspace {
     z.release();
     info.release();
     flag.release();
+    if (syevj) cusolverDnDestroySyevjInfo(syevj);
+    syevj = nullptr;
     if (params) cusolverDnDestroyParams(params);
     if (handle) cusolverDnDestroy(handle);
     params = nullptr;
@@ -205,8 +214,119 @@ void launch_transpose(const void* z, void* v, int64_t batch, int64_t n, cudaStre
   transpose_conj<T><<<grid_for(total), 256, 0, stream>>>(static_cast<const T*>(z), static_cast<T*>(v), batch, n);
 }
 
-#if !defined(TENSORD_HAVE_XSYEV_BATCHED)
-#error "tensord needs cusolverDnXsyevBatched (CUDA >= 12.6.2); the syevjBatched fallback is not written yet"
+// The typed syevjBatched entry points behind one overload set.
+cusolverStatus_t syevj_batched_size(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n,
+                                    const float* a, const float* w, int* lwork, syevjInfo_t p, int batch) {
+  return cusolverDnSsyevjBatched_bufferSize(h, j, f, n, a, n, w, lwork, p, batch);
+}
+cusolverStatus_t syevj_batched_size(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n,
+                                    const double* a, const double* w, int* lwork, syevjInfo_t p, int batch) {
+  return cusolverDnDsyevjBatched_bufferSize(h, j, f, n, a, n, w, lwork, p, batch);
+}
+cusolverStatus_t syevj_batched_size(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n,
+                                    const cuComplex* a, const float* w, int* lwork, syevjInfo_t p, int batch) {
+  return cusolverDnCheevjBatched_bufferSize(h, j, f, n, a, n, w, lwork, p, batch);
+}
+cusolverStatus_t syevj_batched_size(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n,
+                                    const cuDoubleComplex* a, const double* w, int* lwork, syevjInfo_t p, int batch) {
+  return cusolverDnZheevjBatched_bufferSize(h, j, f, n, a, n, w, lwork, p, batch);
+}
+cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n, float* a, float* w,
+                               float* work, int lwork, int* info, syevjInfo_t p, int batch) {
+  return cusolverDnSsyevjBatched(h, j, f, n, a, n, w, work, lwork, info, p, batch);
+}
+cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n, double* a,
+                               double* w, double* work, int lwork, int* info, syevjInfo_t p, int batch) {
+  return cusolverDnDsyevjBatched(h, j, f, n, a, n, w, work, lwork, info, p, batch);
+}
+cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n, cuComplex* a,
+                               float* w, cuComplex* work, int lwork, int* info, syevjInfo_t p, int batch) {
+  return cusolverDnCheevjBatched(h, j, f, n, a, n, w, work, lwork, info, p, batch);
+}
+cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t f, int n, cuDoubleComplex* a,
+                               double* w, cuDoubleComplex* work, int lwork, int* info, syevjInfo_t p, int batch) {
+  return cusolverDnZheevjBatched(h, j, f, n, a, n, w, work, lwork, info, p, batch);
+}
+
+// syevjBatched's largest n.
+constexpr int64_t kSyevjBatchedMaxN = 32;
+
+// The fallback, n <= 32: syevjBatched on z in place (eigenvalues sorted
+// ascending), chunked so that each call's batch fits an int.
+template <class T, class R>
+void solve_syevj_batched(Workspace& ws, cusolverEigMode_t jobz, cublasFillMode_t fill, int64_t n, int64_t batch,
+                         void* z, void* w, int* info) {
+  if (!ws.syevj) {
+    TENSORD_CUSOLVER_CHECK(cusolverDnCreateSyevjInfo(&ws.syevj));
+    TENSORD_CUSOLVER_CHECK(cusolverDnXsyevjSetSortEig(ws.syevj, 1));
+  }
+  constexpr int64_t kChunk = int64_t{1} << 24;
+  const int ni = static_cast<int>(n);
+  for (int64_t b0 = 0; b0 < batch; b0 += kChunk) {
+    const int nb = static_cast<int>(batch - b0 < kChunk ? batch - b0 : kChunk);
+    T* a = static_cast<T*>(z) + b0 * n * n;
+    R* wv = static_cast<R*>(w) + b0 * n;
+    int lwork = 0;
+    TENSORD_CUSOLVER_CHECK(syevj_batched_size(ws.handle, jobz, fill, ni, a, wv, &lwork, ws.syevj, nb));
+    T* work = static_cast<T*>(ws.work.reserve(static_cast<size_t>(lwork > 0 ? lwork : 1) * sizeof(T)));
+    TENSORD_CUSOLVER_CHECK(syevj_batched(ws.handle, jobz, fill, ni, a, wv, work, lwork, info + b0, ws.syevj, nb));
+  }
+}
+
+// The fallback, n > 32: cusolverDnXsyevd once per matrix (one workspace
+// query; each matrix writes its own info).
+void solve_xsyevd_each(Workspace& ws, const Types& ty, cusolverEigMode_t jobz, cublasFillMode_t fill, int64_t n,
+                       int64_t batch, void* z, void* w, int* info) {
+  size_t dbytes = 0, hbytes = 0;
+  TENSORD_CUSOLVER_CHECK(
+      cusolverDnXsyevd_bufferSize(ws.handle, ws.params, jobz, fill, n, ty.a, z, n, ty.w, w, ty.a, &dbytes, &hbytes));
+  void* dwork = ws.work.reserve(dbytes > 0 ? dbytes : 1);
+  if (ws.host.size() < hbytes) ws.host.resize(hbytes);
+  for (int64_t b = 0; b < batch; ++b) {
+    void* a = static_cast<unsigned char*>(z) + static_cast<size_t>(b * n * n) * ty.elem;
+    void* wb = static_cast<unsigned char*>(w) + static_cast<size_t>(b * n) * ty.real;
+    TENSORD_CUSOLVER_CHECK(cusolverDnXsyevd(ws.handle, ws.params, jobz, fill, n, ty.a, a, n, ty.w, wb, ty.a, dwork,
+                                            dbytes, hbytes ? ws.host.data() : nullptr, hbytes, info + b));
+  }
+}
+
+// Unused (but still compiled) where cusolverDnXsyevBatched is available.
+[[maybe_unused]] const char* solve_fallback(Workspace& ws, DType dtype, const Types& ty, cusolverEigMode_t jobz,
+                                            cublasFillMode_t fill, int64_t n, int64_t batch, void* z, void* w,
+                                            int* info) {
+  if (n > kSyevjBatchedMaxN) {
+    solve_xsyevd_each(ws, ty, jobz, fill, n, batch, z, w, info);
+    return "cusolverDnXsyevd";
+  }
+  switch (dtype) {
+    case DType::kFloat32:
+      solve_syevj_batched<float, float>(ws, jobz, fill, n, batch, z, w, info);
+      break;
+    case DType::kFloat64:
+      solve_syevj_batched<double, double>(ws, jobz, fill, n, batch, z, w, info);
+      break;
+    case DType::kComplex64:
+      solve_syevj_batched<cuComplex, float>(ws, jobz, fill, n, batch, z, w, info);
+      break;
+    default:
+      solve_syevj_batched<cuDoubleComplex, double>(ws, jobz, fill, n, batch, z, w, info);
+      break;
+  }
+  return "cusolverDn<t>syevjBatched";
+}
+
+#if defined(TENSORD_HAVE_XSYEV_BATCHED)
+const char* solve_xsyev_batched(Workspace& ws, const Types& ty, cusolverEigMode_t jobz, cublasFillMode_t fill,
+                                int64_t n, int64_t batch, void* z, void* w, int* info) {
+  size_t dbytes = 0, hbytes = 0;
+  TENSORD_CUSOLVER_CHECK(cusolverDnXsyevBatched_bufferSize(ws.handle, ws.params, jobz, fill, n, ty.a, z, n, ty.w, w,
+                                                           ty.a, &dbytes, &hbytes, batch));
+  void* dwork = ws.work.reserve(dbytes > 0 ? dbytes : 1);
+  if (ws.host.size() < hbytes) ws.host.resize(hbytes);
+  TENSORD_CUSOLVER_CHECK(cusolverDnXsyevBatched(ws.handle, ws.params, jobz, fill, n, ty.a, z, n, ty.w, w, ty.a, dwork,
+                                                dbytes, hbytes ? ws.host.data() : nullptr, hbytes, info, batch));
+  return "cusolverDnXsyevBatched";
+}
 #endif
 
 }  // namespace
@@ -253,14 +373,12 @@ void cuda_eigh_batched(DType dtype, int64_t batch, int64_t n, const void* a_dev,
   TENSORD_CUDA_CHECK(cudaMemcpyAsync(z, a_dev, mat_bytes, cudaMemcpyDeviceToDevice, stream));
   const cusolverEigMode_t jobz = vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   const cublasFillMode_t fill = upper ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;  // swapped: see top
-  size_t dbytes = 0, hbytes = 0;
-  TENSORD_CUSOLVER_CHECK(cusolverDnXsyevBatched_bufferSize(ws.handle, ws.params, jobz, fill, n, ty.a, z, n, ty.w, w_dev,
-                                                           ty.a, &dbytes, &hbytes, batch));
-  void* dwork = ws.work.reserve(dbytes > 0 ? dbytes : 1);
-  if (ws.host.size() < hbytes) ws.host.resize(hbytes);
   int* info = static_cast<int*>(ws.info.reserve(static_cast<size_t>(batch) * sizeof(int)));
-  TENSORD_CUSOLVER_CHECK(cusolverDnXsyevBatched(ws.handle, ws.params, jobz, fill, n, ty.a, z, n, ty.w, w_dev, ty.a,
-                                                dwork, dbytes, hbytes ? ws.host.data() : nullptr, hbytes, info, batch));
+#if defined(TENSORD_HAVE_XSYEV_BATCHED)
+  const char* solver = solve_xsyev_batched(ws, ty, jobz, fill, n, batch, z, w_dev, info);
+#else
+  const char* solver = solve_fallback(ws, dtype, ty, jobz, fill, n, batch, z, w_dev, info);
+#endif
 
   // 3. Per-matrix info: > 0 did not converge, < 0 a bad argument (a bug).
   std::vector<int> host_info(static_cast<size_t>(batch));
@@ -287,11 +405,12 @@ void cuda_eigh_batched(DType dtype, int64_t batch, int64_t n, const void* a_dev,
   for (int64_t b = 0; b < batch; ++b) {
     const int i = host_info[static_cast<size_t>(b)];
     if (i > 0) {
-      throw Error(ErrorCode::kNumericalError, "linalg.eigh: cuSOLVER did not converge (matrix " + std::to_string(b) +
-                                                  ", info " + std::to_string(i) + ")");
+      throw Error(ErrorCode::kNumericalError, std::string("linalg.eigh: ") + solver + " did not converge (matrix " +
+                                                  std::to_string(b) + ", info " + std::to_string(i) + ")");
     }
     if (i < 0) {
-      throw Error(ErrorCode::kInternal, "linalg.eigh: cusolverDnXsyevBatched rejected argument " + std::to_string(-i));
+      throw Error(ErrorCode::kInternal,
+                  std::string("linalg.eigh: ") + solver + " rejected argument " + std::to_string(-i));
     }
   }
 }

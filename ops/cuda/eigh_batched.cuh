@@ -1,6 +1,7 @@
 // Batched Hermitian eigendecomposition on device buffers through cuSOLVER:
 // cusolverDnXsyevBatched where the toolkit has it (CUDA >= 12.6.2), else
-// cusolverDn<t>syevjBatched (sorted output). Same contract as the CPU
+// cusolverDn<t>syevjBatched (sorted output) for n <= 32 and
+// cusolverDnXsyevd per matrix above. Same contract as the CPU
 // linalg.eigh: row-major (batch, n, n) input of which only the `upper` (or
 // lower) triangle is read; ascending eigenvalues (batch, n) in the real
 // dtype; eigenvectors as columns, row-major (batch, n, n), if `vectors`.

@@ -27,7 +27,11 @@ namespace {
 
 using Cd = std::complex<double>;
 
-enum class Kind { kRandom, kRepeated, kDiagonal, kZero };
+// kOnes: all ones (eigenvalue n once, 0 n-1 times); kWilkinson: the
+// tridiagonal W_n^+ (pairs of eigenvalues equal to many digits); kGraded:
+// random entries scaled by 2^-(i+j) (a range of 2^-2n); kSplit: random
+// 5 x 5 diagonal blocks (QL deflates at exact zeros).
+enum class Kind { kRandom, kRepeated, kDiagonal, kZero, kOnes, kWilkinson, kGraded, kSplit };
 
 const char* path_name(EighPath p) {
   switch (p) {
@@ -39,6 +43,12 @@ const char* path_name(EighPath p) {
       return "avx2";
     case EighPath::kJacobiAvx512:
       return "avx512";
+    case EighPath::kTridiagPortable:
+      return "tridiag_portable";
+    case EighPath::kTridiagAvx2:
+      return "tridiag_avx2";
+    case EighPath::kTridiagAvx512:
+      return "tridiag_avx512";
     default:
       return "auto";
   }
@@ -52,6 +62,28 @@ std::vector<Cd> make_full(Kind kind, bool cplx, int64_t batch, int64_t n, uint32
   for (int64_t b = 0; b < batch; ++b) {
     Cd* m = &a[static_cast<size_t>(b * n * n)];
     if (kind == Kind::kZero) continue;
+    if (kind == Kind::kOnes || kind == Kind::kWilkinson) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          if (kind == Kind::kOnes) m[i * n + j] = 1.0;
+          if (kind == Kind::kWilkinson && i == j) m[i * n + j] = std::abs(static_cast<double>(i) - (n - 1) / 2.0);
+          if (kind == Kind::kWilkinson && (i == j + 1 || j == i + 1)) m[i * n + j] = 1.0;
+        }
+      }
+      continue;
+    }
+    if (kind == Kind::kGraded || kind == Kind::kSplit) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j <= i; ++j) {
+          if (kind == Kind::kSplit && i / 5 != j / 5) continue;
+          const double g = kind == Kind::kGraded ? std::ldexp(1.0, -static_cast<int>(i + j)) : 1.0;
+          const Cd x(u(rng) * g, cplx && i != j ? u(rng) * g : 0.0);
+          m[i * n + j] = x;
+          m[j * n + i] = std::conj(x);
+        }
+      }
+      continue;
+    }
     if (kind == Kind::kRandom || kind == Kind::kDiagonal) {
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t j = 0; j <= i; ++j) {
@@ -196,6 +228,10 @@ class EighPathTest : public ::testing::TestWithParam<EighPath> {
     if (!eigh_path_available(GetParam())) GTEST_SKIP() << path_name(GetParam()) << " is not supported by this CPU";
   }
   bool jacobi() const { return GetParam() != EighPath::kLapack; }
+  bool tridiag() const {
+    const EighPath p = GetParam();
+    return p == EighPath::kTridiagPortable || p == EighPath::kTridiagAvx2 || p == EighPath::kTridiagAvx512;
+  }
 };
 
 TEST_P(EighPathTest, AllKindsDtypesUplo) {
@@ -223,12 +259,40 @@ TEST_P(EighPathTest, PartialGroupsAndSizes) {
 
 TEST_P(EighPathTest, LargeN) {
   ThreadPool pool(2);
-  // The Jacobi path goes up to n = 128; LAPACK takes anything.
+  // Jacobi goes up to n = 128 (complex on a tridiagonal path is Jacobi),
+  // the tridiagonal QL to 256, LAPACK takes anything.
   const int64_t n = jacobi() ? 128 : 300;
-  check(GetParam(), DType::kFloat32, {2, n, n}, Kind::kRandom, 'L', &pool);
-  check(GetParam(), DType::kFloat64, {1, n, n}, Kind::kRandom, 'U', &pool);
+  const int64_t n_real = tridiag() ? 256 : n;
+  check(GetParam(), DType::kFloat32, {2, n_real, n_real}, Kind::kRandom, 'L', &pool);
+  check(GetParam(), DType::kFloat64, {1, n_real, n_real}, Kind::kRandom, 'U', &pool);
   check(GetParam(), DType::kComplex64, {1, n, n}, Kind::kRepeated, 'L', &pool);
   check(GetParam(), DType::kComplex128, {1, n, n}, Kind::kRandom, 'L', &pool);
+}
+
+TEST_P(EighPathTest, HardMatrices) {
+  ThreadPool pool(2);
+  for (DType t : kDtypes) {
+    for (Kind kind : {Kind::kOnes, Kind::kWilkinson, Kind::kGraded, Kind::kSplit}) {
+      check(GetParam(), t, {3, 21, 21}, kind, 'L', &pool);
+      check(GetParam(), t, {2, 64, 64}, kind, 'U', &pool);
+    }
+  }
+}
+
+TEST_P(EighPathTest, TridiagRangeSizes) {
+  // The n where the automatic choice takes the tridiagonal QL (17 .. 64),
+  // with 21 matrices: no SIMD width (2, 4, 8, 16) divides it, so every path
+  // has a partial last group.
+  ThreadPool pool(2);
+  for (int64_t n : {17, 32, 33, 48, 64}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      check(GetParam(), t, {21, n, n}, Kind::kRandom, n % 2 ? 'L' : 'U', &pool);
+      check(GetParam(), t, {3, 7, n, n}, Kind::kRepeated, n % 2 ? 'U' : 'L', &pool);
+    }
+  }
+  for (DType t : {DType::kComplex64, DType::kComplex128}) check(GetParam(), t, {5, 33, 33}, Kind::kRandom, 'L', &pool);
+  check(GetParam(), DType::kFloat32, {9, 48, 48}, Kind::kDiagonal, 'L', &pool);
+  check(GetParam(), DType::kFloat64, {9, 33, 33}, Kind::kZero, 'U', &pool);
 }
 
 TEST_P(EighPathTest, ScaleInvariantTinyAndHuge) {
@@ -292,7 +356,8 @@ TEST_P(EighPathTest, ParallelEqualsSerialBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, EighPathTest,
                          ::testing::Values(EighPath::kLapack, EighPath::kJacobiPortable, EighPath::kJacobiAvx2,
-                                           EighPath::kJacobiAvx512),
+                                           EighPath::kJacobiAvx512, EighPath::kTridiagPortable, EighPath::kTridiagAvx2,
+                                           EighPath::kTridiagAvx512),
                          [](const ::testing::TestParamInfo<EighPath>& i) { return std::string(path_name(i.param)); });
 
 TEST(EighBatched, IsaPathsAgree) {
@@ -307,13 +372,60 @@ TEST(EighBatched, IsaPathsAgree) {
 }
 
 TEST(EighBatched, AutoPathChoice) {
-  // Small n and a real batch go to Jacobi; big n to LAPACK.
-  EXPECT_TRUE(eigh_use_jacobi(DType::kFloat32, 16, 10000));
-  EXPECT_TRUE(eigh_use_jacobi(DType::kFloat64, 8, 100));
-  EXPECT_FALSE(eigh_use_jacobi(DType::kFloat32, 256, 100));
-  EXPECT_FALSE(eigh_use_jacobi(DType::kFloat32, 300, 2));
+  // Real: n < 6 goes to Jacobi, larger n to the tridiagonal QL, a single
+  // matrix of n > 32 and n > 256 to LAPACK. Complex: Jacobi or LAPACK.
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 4, 10000), EighAlgorithm::kJacobi);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat64, 8, 100), EighAlgorithm::kTridiag);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 16, 10000), EighAlgorithm::kTridiag);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 64, 1), EighAlgorithm::kLapack);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kComplex64, 8, 10000), EighAlgorithm::kJacobi);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 32, 10000), EighAlgorithm::kTridiag);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat64, 64, 1000), EighAlgorithm::kTridiag);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kComplex64, 32, 10000), EighAlgorithm::kJacobi);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 300, 2), EighAlgorithm::kLapack);
+  EXPECT_EQ(eigh_auto_algorithm(DType::kFloat32, 256, 1), EighAlgorithm::kLapack);
   std::string isa = eigh_jacobi_isa_name();
   EXPECT_TRUE(isa == "portable" || isa == "avx2" || isa == "avx512") << isa;
+}
+
+TEST(EighBatched, TridiagLanesAreIndependent) {
+  // Every lane of the tridiagonal QL computes what a one-matrix solve would:
+  // a matrix alone and as lane 5 of a group of random matrices (which need
+  // other numbers of iterations and other blocks) give the same numbers.
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    for (EighPath path : {EighPath::kTridiagPortable, EighPath::kTridiagAvx2, EighPath::kTridiagAvx512}) {
+      if (!eigh_path_available(path)) continue;
+      SCOPED_TRACE(path_name(path));
+      const int64_t n = 40;
+      const auto group = make_full(Kind::kRandom, false, 19, n, 21);
+      const auto rep = make_full(Kind::kRepeated, false, 1, n, 22);
+      std::vector<Cd> mixed = group;
+      std::copy(rep.begin(), rep.end(), mixed.begin() + 5 * n * n);
+      const Result alone = run_eigh(path, make_input(t, {1, n, n}, rep, 'L'), 'L');
+      const Result in_group = run_eigh(path, make_input(t, {19, n, n}, mixed, 'L'), 'L');
+      // Exactly equal values (an identity rotation of another lane's block
+      // may turn a -0 into +0).
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(load_as_complex(t, alone.w.data(), i).real(),
+                  load_as_complex(t, in_group.w.data(), 5 * n + i).real());
+      }
+      for (int64_t i = 0; i < n * n; ++i) {
+        ASSERT_EQ(load_as_complex(t, alone.v.data(), i).real(),
+                  load_as_complex(t, in_group.v.data(), 5 * n * n + i).real())
+            << i;
+      }
+    }
+  }
+}
+
+TEST(EighBatched, TridiagRejectsLargeN) {
+  const Tensor x = Tensor::empty_host(DType::kFloat32, {257, 257});
+  try {
+    run_eigh(EighPath::kTridiagPortable, x, 'L');
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
 }
 
 TEST(EighBatched, JacobiRejectsLargeN) {

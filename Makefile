@@ -54,8 +54,8 @@ build-tsan/build.ninja:
 	cmake --preset tsan -G Ninja
 
 tsan: deps build-tsan/build.ninja
-	cmake --build build-tsan -j$(JOBS) --target scheduler_tests graphs_tests
-	for t in scheduler graphs; do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
+	cmake --build build-tsan -j$(JOBS) --target scheduler_tests graphs_tests streams_tests
+	for t in scheduler graphs streams; do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 
 test: unit gpu integration asan tsan
 

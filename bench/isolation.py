@@ -3,18 +3,28 @@
 a light tenant's tiny-program latency when the server is idle, and while a
 heavy tenant saturates its own partition, measured in one run.
 
-    python3 bench/isolation.py [--build build] [--requests 300] [--write-readme]
+    python3 bench/isolation.py [--build build] [--requests 300] [--runs 1] [--blocks 1] [--write-readme]
+
+With --runs N the measurement is repeated N times (a fresh server each) and
+the median p99 ratio is reported with every run's ratio. With --blocks B
+each run alternates B idle and B loaded blocks of requests/B requests, so
+background load that comes and goes affects both sides alike. The 1-minute load
+average before and after is printed: on a shared 2-core machine other jobs
+move p99 far more than anything in the server does, so compare figures
+taken under similar load only.
 
 Config: two partitions of share 0.5 (one core each on a 2-core machine,
 threads pinned), workqueue_limit 2; tenant "light" on one, "heavy" on the
 other. The heavy tenant keeps 4 clients submitting 200x200 float64 matmul
-chains (~60 ms each) back to back; the light tenant sends a 3-node program
-on 16 floats, one request at a time, over keep-alive.
+chains (~60 ms each) back to back, from a separate process (so the light
+client never waits for the heavy clients' GIL); the light tenant sends a
+3-node program on 16 floats, one request at a time, over keep-alive.
 """
 
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import statistics
@@ -63,10 +73,10 @@ def heavy_program(n=40, size=200):
     return {"program": {"nodes": nodes, "outputs": ["t"]}}
 
 
-def light_latencies(url, n):
+def light_latencies(url, n, warmup=20):
     s = requests.Session()
     s.headers["Authorization"] = "Bearer " + TOKENS["light"]
-    for _ in range(20):  # warm up
+    for _ in range(warmup):
         s.post(url + "/v1/run", json=TINY, timeout=30).raise_for_status()
     out = []
     for _ in range(n):
@@ -82,13 +92,41 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.environ.get("TENSORD_BUILD", os.path.join(REPO, "build")))
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--write-readme", action="store_true")
-    args = ap.parse_args()
-    binary = os.path.join(args.build, "tensord")
+def heavy_load(url, clients, stop, done):
+    """In a child process: `clients` threads post heavy programs back to back until `stop` is set."""
+
+    def client():
+        s = requests.Session()
+        s.headers["Authorization"] = "Bearer " + TOKENS["heavy"]
+        body = heavy_program()
+        while not stop.is_set():
+            try:
+                r = s.post(url + "/v1/run", json=body, timeout=120)
+            except requests.RequestException:
+                return  # the server is going away
+            if r.status_code == 200:
+                with done.get_lock():
+                    done.value += 1
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def loadavg():
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except OSError:
+        return float("nan")
+
+
+def measure(binary, n_requests, blocks=1):
+    """One run on a fresh server: the light tenant's latencies idle and while
+    the heavy tenant saturates its partition, in `blocks` alternating
+    idle/loaded blocks (so slow changes in the machine's background load hit
+    both alike); returns (idle, loaded, heavy_done, heavy_partition)."""
     cfg = {"partitions": [{"name": "light", "share": 0.5, "workqueue_limit": 2},
                           {"name": "heavy", "share": 0.5, "workqueue_limit": 2}],
            "tenants": [{"name": "light", "token_sha256": sha(TOKENS["light"]), "partition": "light"},
@@ -98,43 +136,66 @@ def main():
     with os.fdopen(fd, "w") as f:
         json.dump(cfg, f)
     proc, url = start_server(binary, path)
+    info = None
+    idle, loaded, heavy_done = [], [], 0
+    blocks = max(1, blocks)
+    per_block = max(1, n_requests // blocks)
     try:
-        idle = light_latencies(url, args.requests)
-        stop = threading.Event()
-        heavy_done = [0]
-
-        def heavy_client():
-            s = requests.Session()
-            s.headers["Authorization"] = "Bearer " + TOKENS["heavy"]
-            body = heavy_program()
-            while not stop.is_set():
-                r = s.post(url + "/v1/run", json=body, timeout=120)
-                if r.status_code == 200:
-                    heavy_done[0] += 1
-
-        threads = [threading.Thread(target=heavy_client, daemon=True) for _ in range(4)]
-        for t in threads:
-            t.start()
-        time.sleep(1.0)  # the heavy partition is saturated now
-        info = requests.get(url + "/v1/info", timeout=10).json()
-        loaded = light_latencies(url, args.requests)
-        stop.set()
-        for t in threads:
-            t.join(120)
+        light_latencies(url, 0)  # warm up
+        # The heavy clients run in another process: in this one they would
+        # hold the GIL while encoding and decoding, and the light client's
+        # p99 would measure Python's 5 ms GIL switch interval, not the server.
+        ctx = multiprocessing.get_context("spawn")
+        for _ in range(blocks):
+            idle += light_latencies(url, per_block, warmup=0)
+            stop = ctx.Event()
+            done = ctx.Value("i", 0)
+            heavy = ctx.Process(target=heavy_load, args=(url, 4, stop, done), daemon=True)
+            heavy.start()
+            time.sleep(1.5)  # the heavy partition is saturated now
+            if info is None:
+                info = requests.get(url + "/v1/info", timeout=10).json()
+            loaded += light_latencies(url, per_block, warmup=0)
+            stop.set()
+            heavy.join(120)  # its clients' last requests have finished: idle again
+            heavy_done += done.value
     finally:
         proc.terminate()
         proc.wait(30)
         os.unlink(path)
-    heavy_parts = [p for p in info["partitions"] if p["name"] == "heavy"]
+    heavy_parts = [p for p in (info or {}).get("partitions", []) if p["name"] == "heavy"]
+    return idle, loaded, heavy_done, (heavy_parts[0] if heavy_parts else {})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("TENSORD_BUILD", os.path.join(REPO, "build")))
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--blocks", type=int, default=1,
+                    help="alternate idle and loaded measurement in this many blocks per run")
+    ap.add_argument("--write-readme", action="store_true")
+    args = ap.parse_args()
+    binary = os.path.join(args.build, "tensord")
+    load_before = loadavg()
+    runs = []
+    for _ in range(max(1, args.runs)):
+        idle, loaded, heavy_done, heavy_part = measure(binary, args.requests, args.blocks)
+        runs.append((pct(loaded, 0.99) / pct(idle, 0.99), statistics.median(loaded) / statistics.median(idle)))
+    load_after = loadavg()
     rows = [("idle", idle), ("heavy tenant saturating its partition", loaded)]
     lines = ["| light tenant, tiny /v1/run | p50 ms | p99 ms |", "|---|---:|---:|"]
     for label, xs in rows:
         lines.append("| %s | %.2f | %.2f |" % (label, statistics.median(xs), pct(xs, 0.99)))
-    ratio99 = pct(loaded, 0.99) / pct(idle, 0.99)
-    ratio50 = statistics.median(loaded) / statistics.median(idle)
+    ratio99, ratio50 = runs[-1]
     summary = ("p99 loaded / idle: %.2fx (target <= 1.5x); p50: %.2fx. Heavy jobs finished meanwhile: %d; "
-               "heavy partition while measured: %s" % (ratio99, ratio50, heavy_done[0],
-                                                       json.dumps(heavy_parts[0] if heavy_parts else {})))
+               "heavy partition while measured: %s" % (ratio99, ratio50, heavy_done, json.dumps(heavy_part)))
+    if len(runs) > 1:
+        summary += ("\n\n%d runs: p99 ratio median %.2fx (%s); p50 ratio median %.2fx." %
+                    (len(runs), statistics.median(r[0] for r in runs), ", ".join("%.2fx" % r[0] for r in runs),
+                     statistics.median(r[1] for r in runs)))
+    summary += " Load average (1 min) before / after: %.2f / %.2f on %d cores." % (load_before, load_after,
+                                                                                 os.cpu_count() or 0)
     text = "\n".join(lines) + "\n\n" + summary
     print(text)
     if args.write_readme:
@@ -144,7 +205,7 @@ def main():
         body = (head + "\n\n`bench/isolation.py`: two partitions of share 0.5 (one pinned core each here), a light "
                 "tenant's tiny `/v1/run` latency (%d requests, one at a time) idle and while a heavy tenant's 4 "
                 "clients keep its own partition busy with matmul chains.\n\n" % args.requests + text +
-                "\n\nRun: `python3 bench/isolation.py --build build --write-readme`.\n")
+                "\n\nRun: `python3 bench/isolation.py --build build --runs 5 --blocks 5 --write-readme`.\n")
         if head in old:
             start = old.index(head)
             nxt = old.find("\n## ", start + 1)

@@ -391,15 +391,7 @@ class Compiler {
 
   void infer() {
     for (auto& b : out_.nodes) {
-      OpArgs<TensorMeta> args;
-      args.op = b.op;
-      args.node = b.id;
-      args.attrs = b.attrs;
-      args.names = b.tensor_names;
-      args.tensors.resize(b.tensor_params.size());
-      for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
-        for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(out_.values[static_cast<size_t>(v)].meta);
-      }
+      OpArgs<TensorMeta> args = bind_node_args<TensorMeta>(b, [this](size_t v) { return out_.values[v].meta; });
       std::vector<TensorMeta> res;
       try {
         res = b.control ? infer_control_flow(b, args.tensors[0], stored_) : b.op->infer(args);

@@ -52,6 +52,23 @@ struct CompiledProgram {
   int64_t peak_bytes = 0;                            // memory plan: most bytes live at once (intermediates + outputs)
 };
 
+// The op arguments of node `b` with every value id v bound to value_of(v)
+// (a TensorMeta for inference, a Tensor to run).
+template <class T, class ValueOf>
+OpArgs<T> bind_node_args(const BoundNode& b, ValueOf&& value_of) {
+  OpArgs<T> args;
+  args.op = b.op;
+  args.node = b.id;
+  args.attrs = b.attrs;
+  args.names = b.tensor_names;
+  args.tensors.resize(b.tensor_params.size());
+  for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
+    args.tensors[pi].reserve(b.tensor_params[pi].size());
+    for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(value_of(static_cast<size_t>(v)));
+  }
+  return args;
+}
+
 // Looks up a stored tensor by name (snapshot); nullopt if absent.
 using StoredLookup = std::function<std::optional<Tensor>(const std::string& name)>;
 

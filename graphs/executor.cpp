@@ -3,38 +3,11 @@
 #include <climits>
 
 #include "graphs/control_flow.h"
+#include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 
 namespace tensord {
-
-namespace {
-// Buffers a job's writes to stored tensors until commit.
-class PendingStore final : public StoredIO {
- public:
-  explicit PendingStore(const ExecOptions& o) : opts_(o) {}
-  std::optional<Tensor> read(const std::string& name) const override {
-    for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
-      if (it->first == name) return it->second;
-    }
-    return opts_.stored_read ? opts_.stored_read(name) : std::nullopt;
-  }
-  void write(const std::string& name, Tensor t) override {
-    for (auto& w : writes_) {
-      if (w.first == name) {
-        w.second = std::move(t);
-        return;
-      }
-    }
-    writes_.emplace_back(name, std::move(t));
-  }
-  std::vector<std::pair<std::string, Tensor>> take() { return std::move(writes_); }
-
- private:
-  const ExecOptions& opts_;
-  std::vector<std::pair<std::string, Tensor>> writes_;
-};
-}  // namespace
 
 ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
                            const ExecOptions& opts) {
@@ -54,7 +27,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   }
 
   ExecResult res;
-  PendingStore pending(opts);
+  PendingStore pending(opts.stored_read);
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
@@ -72,15 +45,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
                       b.op->name,
                   b.id);
     }
-    OpArgs<Tensor> args;
-    args.op = b.op;
-    args.node = b.id;
-    args.attrs = b.attrs;
-    args.names = b.tensor_names;
-    args.tensors.resize(b.tensor_params.size());
-    for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
-      for (int v : b.tensor_params[pi]) args.tensors[pi].push_back(vals[static_cast<size_t>(v)]);
-    }
+    OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&vals](size_t v) { return vals[v]; });
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     try {

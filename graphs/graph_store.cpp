@@ -8,22 +8,6 @@
 
 namespace tensord {
 
-GraphPool::~GraphPool() {
-  if (account_) account_->release(reserved_);
-}
-
-void GraphPool::reserve(int64_t bytes) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (bytes <= reserved_) return;
-  if (account_) account_->charge(bytes - reserved_);
-  reserved_ = bytes;
-}
-
-int64_t GraphPool::reserved() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return reserved_;
-}
-
 std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
                                                    const std::shared_ptr<MemoryAccount>& account, Backend* backend,
                                                    Device device, CompiledProgram cp, const std::string& pool_of) {
@@ -35,7 +19,8 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     pool = other->pool;
     pool_id = other->pool_id;
   } else {
-    pool = std::make_shared<GraphPool>(account);
+    const bool host = !backend || device.type != DeviceType::kCPU;
+    pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
   }
   auto g = std::make_shared<CapturedGraph>();
   g->tenant = tenant;
@@ -46,9 +31,10 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     g->buffer_bytes += static_cast<int64_t>(t.nbytes());
     g->buffers.emplace(name, std::move(t));
   }
-  pool->reserve(cp.peak_bytes);  // quota_exceeded: the buffers above are freed with g
-  g->pool = std::move(pool);
   g->program = std::make_shared<const CompiledProgram>(std::move(cp));
+  // quota_exceeded / unsupported: the buffers above are freed with g.
+  g->plan = std::make_shared<ReplayPlan>(g->program, g->buffers, *pool, backend, device);
+  g->pool = std::move(pool);
   g->id = "g-" + std::to_string(next_.fetch_add(1));
   g->pool_id = pool_id.empty() ? g->id : pool_id;
   std::lock_guard<std::mutex> lk(mu_);

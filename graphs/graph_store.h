@@ -1,6 +1,8 @@
 // Captured graphs (API.md 4.3): a program validated, shape-inferred and
-// planned once, with static input buffers and a memory pool charged to the
-// tenant, replayed many times. Per tenant; another tenant's graph is
+// planned once, with static input buffers, its intermediates and outputs in
+// a memory pool charged to the tenant, and its replay plan (a flat
+// instruction list over those buffers: graphs/replay_plan.h), replayed many
+// times. Per tenant; another tenant's graph is
 // invisible (not found). No JSON here.
 #pragma once
 
@@ -14,34 +16,12 @@
 #include <vector>
 
 #include "graphs/compiled_program.h"
+#include "graphs/graph_pool.h"
+#include "graphs/replay_plan.h"
 #include "ops/backend.h"
 #include "ops/memory_account.h"
 
 namespace tensord {
-
-// The memory a graph replays in: its planned bytes, charged to the tenant
-// once for every graph that shares it (the largest plan among them), and
-// released when the last graph using it is deleted. Graphs sharing a pool
-// replay one at a time (they share memory).
-class GraphPool {
- public:
-  explicit GraphPool(std::shared_ptr<MemoryAccount> account) : account_(std::move(account)) {}
-  ~GraphPool();
-  GraphPool(const GraphPool&) = delete;
-  GraphPool& operator=(const GraphPool&) = delete;
-
-  // Grows the reservation to at least `bytes` (charges the difference;
-  // throws quota_exceeded, nothing charged).
-  void reserve(int64_t bytes);
-  int64_t reserved() const;
-  std::mutex& run_mutex() { return run_mu_; }
-
- private:
-  std::shared_ptr<MemoryAccount> account_;
-  mutable std::mutex mu_;
-  int64_t reserved_ = 0;
-  std::mutex run_mu_;
-};
 
 struct CapturedGraph {
   std::string id;
@@ -49,11 +29,13 @@ struct CapturedGraph {
   std::shared_ptr<const CompiledProgram> program;
   std::map<std::string, Tensor> buffers;  // static input buffers, by input name
   std::shared_ptr<GraphPool> pool;
-  std::string pool_id;  // the graph whose capture created the pool
+  std::shared_ptr<ReplayPlan> plan;  // over `buffers` and chunks of `pool`
+  std::string pool_id;               // the graph whose capture created the pool
   std::atomic<int64_t> replays{0};
   int64_t buffer_bytes = 0;
 
-  // Static buffers plus the pool's reservation.
+  // Static input buffers plus the pool's chunks (shared with the graphs of
+  // the same pool).
   int64_t bytes() const { return buffer_bytes + pool->reserved(); }
   int64_t nodes() const { return static_cast<int64_t>(program->nodes.size()); }
 };
@@ -61,8 +43,9 @@ struct CapturedGraph {
 class GraphStore {
  public:
   // Takes a compiled program, allocates its static input buffers on
-  // `backend` (charged to `account`) and its pool (a new one, or the pool
-  // of the tenant's graph `pool_of`; not found if there is none).
+  // `backend` (charged to `account`), binds its intermediates and outputs to
+  // a pool (a new one, or the pool of the tenant's graph `pool_of`; not
+  // found if there is none) and builds its replay plan.
   std::shared_ptr<CapturedGraph> capture(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
                                          Backend* backend, Device device, CompiledProgram cp,
                                          const std::string& pool_of = {});

@@ -1,16 +1,57 @@
 #include "metrics/trace_buffer.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
 namespace tensord {
+
+// One cache line: the sequence, then the event as seven words (atomics, so
+// that a reader racing a writer is a seqlock retry, not a data race).
+struct alignas(64) TraceBuffer::Slot {
+  static constexpr size_t kWords = sizeof(TraceEvent) / sizeof(uint64_t);
+  std::atomic<uint64_t> seq{0};  // 0: never written; 2i+1: record i being written; 2i+2: record i
+  std::array<std::atomic<uint64_t>, kWords> words{};
+};
+static_assert(sizeof(TraceEvent) % sizeof(uint64_t) == 0);
+
 namespace {
 
 std::chrono::steady_clock::time_point epoch() {
   static const auto t0 = std::chrono::steady_clock::now();
   return t0;
 }
+
+// ------------------------------------------------------------ interned strings
+
+// Process-wide, append-only; strings are leaked on purpose (ids stay valid
+// for every ring, and readers index without holding the lock for long).
+struct InternTable {
+  std::mutex mu;
+  std::deque<std::string> strings{std::string()};  // id 0 = ""
+  std::unordered_map<std::string_view, uint32_t> ids{{std::string_view(), 0}};
+};
+
+InternTable& interns() {
+  static auto* t = new InternTable;
+  return *t;
+}
+
+struct InternCacheEntry {
+  const std::string* s = nullptr;
+  uint32_t id = 0;
+};
+thread_local std::array<InternCacheEntry, 8> tls_interns;
+thread_local unsigned tls_intern_next = 0;
+
+// ------------------------------------------------------------ rendering
 
 // Microseconds with nanosecond precision: "1234.567".
 void append_us(std::string& out, int64_t ns) {
@@ -77,15 +118,120 @@ void append_record(std::string& out, const TraceRecord& r, bool& first) {
   out += '}';
 }
 
+std::string job_name(uint64_t n, std::string_view job_id) {
+  return job_id.empty() ? "job-" + std::to_string(n) : std::string(job_id);
+}
+
+// {"job":"job-N","tenant":"..","partition":"..".  (no closing brace)
+std::string job_args_open(const std::string& job, const std::string& tenant, const std::string& partition) {
+  return "{\"job\":\"" + json_escape(job) + "\",\"tenant\":\"" + json_escape(tenant) + "\",\"partition\":\"" +
+         json_escape(partition) + "\"";
+}
+
+void append_shapes(std::string& out, const std::vector<std::string>& shapes) {
+  out += '[';
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    out += json_escape(shapes[i]);
+    out += '"';
+  }
+  out += ']';
+}
+
+std::string hex16(uint64_t v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = kHex[v & 15];
+    v >>= 4;
+  }
+  return out;
+}
+
 thread_local TraceRequestScope* tls_scope = nullptr;
 
+// By the ring's uid, not its address: a ring destroyed and another made at
+// the same address (tests) must not inherit the thread's lane.
 struct LaneCache {
-  const TraceBuffer* owner = nullptr;
+  uint64_t owner = 0;
   uint32_t tid = 0;
 };
 thread_local LaneCache tls_lane;
 
+// The request name ("POST /v1/run") as an interned id, cached per thread by
+// (method, route): the route strings are the router's templates.
+struct RequestNameCacheEntry {
+  std::string method, route;
+  uint32_t id = 0;
+  bool quiet = false;
+  bool ok = false;
+};
+thread_local std::array<RequestNameCacheEntry, 8> tls_names;
+thread_local unsigned tls_names_next = 0;
+
+bool quiet_route(const std::string& r) {
+  return r.empty() || r == "/metrics" || r == "/healthz" || r == "/readyz" || r.rfind("/v2/health", 0) == 0 ||
+         r == "/v1/trace" || r == "/v1/stream";
+}
+
+const RequestNameCacheEntry& request_name(const std::string& method, const std::string& route) {
+  for (const auto& e : tls_names) {
+    if (e.route == route && e.method == method && (e.ok || !e.route.empty() || !e.method.empty())) return e;
+  }
+  RequestNameCacheEntry& e = tls_names[tls_names_next++ % tls_names.size()];
+  e.method = method;
+  e.route = route;
+  e.quiet = quiet_route(route);
+  // Route templates are few; methods other than the usual ones (a client's
+  // own verb on a matched route) must not grow the table without bound.
+  e.ok = TraceBuffer::intern(method + " " + (route.empty() ? std::string("unmatched") : route), e.id, 1u << 12);
+  return e;
+}
+
+// 16 lower-case hex digits (new_request_id()'s form) as 64 bits.
+bool parse_hex16(const std::string& s, uint64_t& v) {
+  if (s.size() != 16) return false;
+  v = 0;
+  for (char c : s) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return true;
+}
+
+// A record that cannot be rendered (its data is gone): snapshot() drops it.
+TraceRecord skipped() {
+  TraceRecord r;
+  r.ph = '?';
+  return r;
+}
+
+// The slow path's data: a whole record.
+struct RecordData : TraceData {
+  explicit RecordData(TraceRecord r) : rec(std::move(r)) {}
+  TraceRecord rec;
+};
+
 }  // namespace
+
+bool trace_job_number(std::string_view id, uint64_t& n) {
+  if (id.size() < 5 || id.size() > 24 || id.substr(0, 4) != "job-") return false;
+  std::string_view digits = id.substr(4);
+  if (digits.size() > 1 && digits[0] == '0') return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+  }
+  auto res = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  return res.ec == std::errc() && res.ptr == digits.data() + digits.size();
+}
+
+void TraceData::touch(uint64_t seq) const {
+  uint64_t cur = last_seq.load(std::memory_order_relaxed);
+  while (cur < seq && !last_seq.compare_exchange_weak(cur, seq, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
 
 TraceBuffer& TraceBuffer::global() {
   // Leaked on purpose: runner threads may trace during exit.
@@ -93,10 +239,15 @@ TraceBuffer& TraceBuffer::global() {
   return *buffer;
 }
 
-TraceBuffer::TraceBuffer(size_t capacity) : capacity_(capacity) {
+std::atomic<uint64_t> TraceBuffer::next_uid_{1};
+
+TraceBuffer::TraceBuffer(size_t capacity)
+    : capacity_(capacity), uid_(next_uid_.fetch_add(1)), slots_(capacity ? new Slot[capacity] : nullptr) {
   epoch();
-  ring_.reserve(std::min<size_t>(capacity_, 1024));
+  interns();
 }
+
+TraceBuffer::~TraceBuffer() = default;
 
 int64_t TraceBuffer::now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch()).count();
@@ -106,40 +257,270 @@ int64_t TraceBuffer::ns_of(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t - epoch()).count();
 }
 
-void TraceBuffer::add(TraceRecord r) {
-  if (capacity_ == 0) return;
-  std::lock_guard lock(mu_);
-  if (ring_.size() < capacity_) {
-    ring_.push_back(std::move(r));
-  } else {
-    ring_[next_ % capacity_] = std::move(r);
+bool TraceBuffer::intern(std::string_view s, uint32_t& id, uint32_t limit) {
+  if (s.empty()) {
+    id = 0;
+    return true;
   }
-  ++next_;
+  for (const auto& e : tls_interns) {
+    if (e.s != nullptr && *e.s == s) {
+      id = e.id;
+      return true;
+    }
+  }
+  InternTable& t = interns();
+  const std::string* str = nullptr;
+  {
+    std::lock_guard lock(t.mu);
+    auto it = t.ids.find(s);
+    if (it != t.ids.end()) {
+      id = it->second;
+      str = &t.strings[id];
+    } else {
+      if (t.strings.size() >= limit) return false;
+      id = static_cast<uint32_t>(t.strings.size());
+      str = &t.strings.emplace_back(s);
+      t.ids.emplace(*str, id);
+    }
+  }
+  tls_interns[tls_intern_next++ % tls_interns.size()] = InternCacheEntry{str, id};
+  return true;
 }
 
-uint64_t TraceBuffer::added() const {
-  std::lock_guard lock(mu_);
-  return next_;
+std::string TraceBuffer::interned(uint32_t id) {
+  InternTable& t = interns();
+  std::lock_guard lock(t.mu);
+  return id < t.strings.size() ? t.strings[id] : std::string();
 }
 
-uint32_t TraceBuffer::lane(const std::string& name) {
-  if (tls_lane.owner == this) return tls_lane.tid;
-  std::lock_guard lock(mu_);
-  lane_names_.push_back(name + " #" + std::to_string(lane_names_.size() + 1));
-  tls_lane.owner = this;
+uint64_t TraceBuffer::add(const TraceEvent& e) {
+  return add(&e, 1);
+}
+
+uint64_t TraceBuffer::add(const TraceEvent* es, size_t n) {
+  if (!enabled() || n == 0) return 0;
+  const uint64_t first = next_.fetch_add(n, std::memory_order_relaxed);
+  for (size_t k = 0; k < n; ++k) write_slot(first + k, es[k]);
+  return first + n;
+}
+
+void TraceBuffer::write_slot(uint64_t idx, const TraceEvent& e) {
+  Slot& s = slots_[idx % capacity_];
+  const uint64_t mine = 2 * idx + 1;
+  uint64_t cur = s.seq.load(std::memory_order_relaxed);
+  for (;;) {
+    if (cur >= mine) return;  // a writer a lap ahead took the slot: ours is overwritten already
+    if (cur & 1) {            // another writer is in it (one a lap behind): wait for it
+      std::this_thread::yield();
+      cur = s.seq.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (s.seq.compare_exchange_weak(cur, mine, std::memory_order_acquire, std::memory_order_relaxed)) break;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t w[Slot::kWords];
+  std::memcpy(w, &e, sizeof w);
+  for (size_t i = 0; i < Slot::kWords; ++i) s.words[i].store(w[i], std::memory_order_relaxed);
+  s.seq.store(mine + 1, std::memory_order_release);
+}
+
+bool TraceBuffer::read_slot(uint64_t idx, TraceEvent& out) const {
+  const Slot& s = slots_[idx % capacity_];
+  const uint64_t want = 2 * idx + 2;
+  for (int tries = 0; tries < 1000; ++tries) {
+    const uint64_t s1 = s.seq.load(std::memory_order_acquire);
+    if (s1 + 1 == want || (s1 < want && tries < 10)) {  // being written, or claimed and about to be
+      std::this_thread::yield();
+      continue;
+    }
+    if (s1 != want) return false;  // overwritten, or still not written
+    uint64_t w[Slot::kWords];
+    for (size_t i = 0; i < Slot::kWords; ++i) w[i] = s.words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) != want) return false;
+    std::memcpy(&out, w, sizeof w);
+    return true;
+  }
+  return false;
+}
+
+void TraceBuffer::add(TraceRecord r) {
+  if (!enabled()) return;
+  auto d = std::make_shared<RecordData>(std::move(r));
+  d->last_seq.store(UINT64_MAX, std::memory_order_relaxed);  // until its record is written
+  retain(d);
+  TraceEvent e;
+  e.kind = TraceKind::kRecord;
+  e.data = d->serial;
+  d->last_seq.store(add(e), std::memory_order_release);
+}
+
+void TraceBuffer::retain(const std::shared_ptr<TraceData>& d) {
+  std::vector<std::shared_ptr<const TraceData>> dead;  // freed outside the lock
+  std::lock_guard lock(data_mu_);
+  d->serial = ++next_serial_;
+  data_.push_back(d);
+  if (data_.size() >= collect_at_) collect_locked(dead);
+}
+
+void TraceBuffer::collect_locked(std::vector<std::shared_ptr<const TraceData>>& dead) {
+  const uint64_t head = next_.load(std::memory_order_relaxed);
+  auto keep = [&](const std::shared_ptr<const TraceData>& d) {
+    if (d.use_count() > 1) return true;  // a running job, a graph's cache
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t last = d->last_seq.load(std::memory_order_acquire);
+    return last > head || head - last < capacity_;  // a record may still be in the ring
+  };
+  size_t out = 0;
+  for (size_t i = 0; i < data_.size(); ++i) {
+    if (keep(data_[i])) {
+      if (out != i) data_[out] = std::move(data_[i]);
+      ++out;
+    } else {
+      dead.push_back(std::move(data_[i]));
+    }
+  }
+  data_.resize(out);
+  collect_at_ = std::max<size_t>(256, 2 * data_.size());
+}
+
+size_t TraceBuffer::retained() const {
+  std::lock_guard lock(data_mu_);
+  return data_.size();
+}
+
+uint32_t TraceBuffer::lane(std::string_view name, std::string_view suffix) {
+  if (tls_lane.owner == uid_) return tls_lane.tid;
+  std::lock_guard lock(data_mu_);
+  std::string full(name);
+  full += suffix;
+  lane_names_.push_back(full + " #" + std::to_string(lane_names_.size() + 1));
+  tls_lane.owner = uid_;
   tls_lane.tid = static_cast<uint32_t>(lane_names_.size());
   return tls_lane.tid;
+}
+
+TraceRecord TraceBuffer::to_record(const TraceEvent& e, const TraceData* d, const Strings& s) {
+  if (e.kind == TraceKind::kRecord) {
+    const auto* rd = dynamic_cast<const RecordData*>(d);
+    return rd ? rd->rec : TraceRecord{};
+  }
+  TraceRecord r;
+  r.ts_ns = e.ts_ns;
+  r.dur_ns = e.dur_ns;
+  r.tid = e.tid;
+  r.tenant = s.tenant.empty() ? interned(e.tenant) : std::string(s.tenant);
+  const std::string partition = s.partition.empty() ? interned(e.partition) : std::string(s.partition);
+  const std::string job = job_name(e.job, s.job_id);
+  const std::string_view request_id = s.request_id, jobs = s.jobs;
+  switch (e.kind) {
+    case TraceKind::kRequest:
+      r.ph = 'X';
+      r.name = interned(e.name);
+      r.cat = "request";
+      r.args = "{\"request_id\":\"" + json_escape(request_id.empty() ? hex16(e.data) : std::string(request_id)) + "\"";
+      if (!jobs.empty()) {
+        r.args += ",\"jobs\":\"" + json_escape(std::string(jobs)) + "\"";
+      } else if (e.flags & TraceEvent::kHasJob) {
+        r.args += ",\"jobs\":\"" + json_escape(job) + "\"";
+      }
+      r.args += "}";
+      break;
+    case TraceKind::kFlowStart:
+    case TraceKind::kFlowEnd:
+      r.ph = e.kind == TraceKind::kFlowStart ? 's' : 'f';
+      r.name = e.flags & TraceEvent::kOpsFlow ? "ops" : "job";
+      r.cat = "flow";
+      r.id = 2 * e.job + (e.flags & TraceEvent::kOpsFlow ? 1 : 0);
+      break;
+    case TraceKind::kSubmit:
+      r.name = "submit " + job;
+      r.cat = "request";
+      r.args = job_args_open(job, r.tenant, partition) + "}";
+      break;
+    case TraceKind::kRejected:
+      r.name = "rejected " + job;
+      r.cat = "job";
+      r.args = job_args_open(job, r.tenant, partition) + "}";
+      break;
+    case TraceKind::kQueued:
+      r.ph = 'b';
+      r.name = "queued " + job;
+      r.cat = "queue";
+      r.id = e.job;
+      r.args = job_args_open(job, r.tenant, partition) + "}";
+      break;
+    case TraceKind::kRun: {
+      r.name = "run " + job;
+      r.cat = "job";
+      r.args = job_args_open(job, r.tenant, partition) + ",\"state\":\"" + interned(e.name) + "\"";
+      const auto* t = dynamic_cast<const TraceTable*>(d);
+      if (t != nullptr && !t->graph.empty()) r.args += ",\"graph\":\"" + json_escape(t->graph) + "\"";
+      r.args += "}";
+      break;
+    }
+    case TraceKind::kEnded:
+      r.name = interned(e.name) + " " + job;
+      r.cat = "job";
+      r.args = job_args_open(job, r.tenant, partition) + "}";
+      break;
+    case TraceKind::kOp: {
+      const auto* t = dynamic_cast<const TraceTable*>(d);
+      if (t == nullptr || e.index >= t->nodes.size()) return skipped();
+      const TraceTable::Node& n = t->nodes[e.index];
+      r.name = n.name;
+      r.cat = "op";
+      // Op names come from the registry and job ids from the engine
+      // ("job-N"): plain ASCII; node and graph ids are the user's.
+      r.args = "{\"node\":\"" + json_escape(n.id) + "\",\"op\":\"" + n.op + "\",\"job\":\"" + job + "\",";
+      if (!t->graph.empty()) r.args += "\"graph\":\"" + json_escape(t->graph) + "\",";
+      r.args += "\"inputs\":";
+      append_shapes(r.args, n.inputs);
+      r.args += ",\"outputs\":";
+      append_shapes(r.args, n.outputs);
+      r.args += "}";
+      break;
+    }
+    default:
+      return skipped();
+  }
+  return r;
 }
 
 std::vector<TraceRecord> TraceBuffer::snapshot(size_t last,
                                                const std::function<bool(const TraceRecord&)>& visible) const {
   std::vector<TraceRecord> out;
-  std::lock_guard lock(mu_);
-  const size_t n = ring_.size();
-  // Newest first, then reversed: `last` bounds the visible records kept.
-  for (size_t k = 0; k < n && out.size() < last; ++k) {
-    const TraceRecord& r = ring_[(next_ - 1 - k) % capacity_];
-    if (!visible || visible(r)) out.push_back(r);
+  if (capacity_ == 0 || last == 0) return out;
+  // Copy the ring first (newest first), then the registry: any data a copied
+  // record refers to was registered before the record was written.
+  const uint64_t head = next_.load(std::memory_order_acquire);
+  const uint64_t n = std::min<uint64_t>(head, capacity_);
+  std::vector<TraceEvent> events;
+  events.reserve(static_cast<size_t>(n));
+  for (uint64_t k = 0; k < n; ++k) {
+    TraceEvent e;
+    if (read_slot(head - 1 - k, e)) events.push_back(e);
+  }
+  std::vector<std::shared_ptr<const TraceData>> data;
+  {
+    std::lock_guard lock(data_mu_);
+    data = data_;
+  }
+  auto find = [&](uint64_t serial) -> const TraceData* {
+    auto it = std::lower_bound(data.begin(), data.end(), serial,
+                               [](const std::shared_ptr<const TraceData>& d, uint64_t s) { return d->serial < s; });
+    return it != data.end() && (*it)->serial == serial ? it->get() : nullptr;
+  };
+  for (const TraceEvent& e : events) {
+    if (out.size() >= last) break;
+    const TraceData* d = nullptr;
+    if (e.kind == TraceKind::kRecord || e.kind == TraceKind::kOp || (e.kind == TraceKind::kRun && e.data != 0)) {
+      d = find(e.data);
+      if (d == nullptr) continue;  // freed since, so the record was overwritten since it was copied
+    }
+    TraceRecord r = to_record(e, d);
+    if (r.ph == '?') continue;
+    if (!visible || visible(r)) out.push_back(std::move(r));
   }
   std::reverse(out.begin(), out.end());
   return out;
@@ -150,7 +531,7 @@ std::string TraceBuffer::render_json(size_t last, const std::string& tenant, boo
       snapshot(last, [&](const TraceRecord& r) { return see_all || (!tenant.empty() && r.tenant == tenant); });
   std::vector<std::string> lanes;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(data_mu_);
     lanes = lane_names_;
   }
   std::string out = "{\"traceEvents\":[";
@@ -181,22 +562,31 @@ TraceRequestScope::~TraceRequestScope() {
   tls_scope = outer_;
   TraceBuffer& tb = TraceBuffer::global();
   if (!tb.enabled()) return;
-  const std::string& r = route_;
-  bool quiet = r.empty() || r == "/metrics" || r == "/healthz" || r == "/readyz" || r.rfind("/v2/health", 0) == 0 ||
-               r == "/v1/trace" || r == "/v1/stream";
-  if (quiet && jobs_.empty()) return;
-  TraceRecord rec;
-  rec.ph = 'X';
-  rec.name = method_ + " " + (r.empty() ? std::string("unmatched") : r);
-  rec.cat = "request";
-  rec.ts_ns = start_ns_;
-  rec.dur_ns = TraceBuffer::now_ns() - start_ns_;
-  rec.tid = lane_ ? lane_ : tb.lane("request thread");
-  rec.tenant = tenant_;
-  rec.args = "{\"request_id\":\"" + json_escape(request_id_) + "\"";
-  if (!jobs_.empty()) rec.args += ",\"jobs\":\"" + json_escape(jobs_) + "\"";
-  rec.args += "}";
-  tb.add(std::move(rec));
+  const RequestNameCacheEntry& name = request_name(method_, route_);
+  if (name.quiet && njobs_ == 0) return;
+  TraceEvent e;
+  e.kind = TraceKind::kRequest;
+  e.ts_ns = start_ns_;
+  e.dur_ns = TraceBuffer::now_ns() - start_ns_;
+  e.tid = lane_ ? lane_ : tb.lane("request thread");
+  e.name = name.id;
+  e.job = job_;
+  if (njobs_ > 0) e.flags |= TraceEvent::kHasJob;
+  uint64_t rid = 0;
+  if (name.ok && plain_jobs_ && parse_hex16(request_id_, rid) && TraceBuffer::intern(tenant_, e.tenant)) {
+    e.data = rid;
+    tb.add(e);
+    return;
+  }
+  // The slow path: a client's request id, several jobs, a job not named
+  // "job-N", or a request name the intern table refuses.
+  TraceBuffer::Strings s;
+  s.request_id = request_id_;
+  if (!plain_jobs_) s.jobs = jobs_;
+  TraceRecord r = TraceBuffer::to_record(e, nullptr, s);
+  r.tenant = tenant_;
+  if (!name.ok) r.name = method_ + " " + (route_.empty() ? std::string("unmatched") : route_);
+  tb.add(std::move(r));
 }
 
 TraceRequestScope* TraceRequestScope::current() {
@@ -207,18 +597,28 @@ void TraceRequestScope::add_job(const std::string& tenant, uint64_t flow_id, con
   TraceBuffer& tb = TraceBuffer::global();
   if (!tb.enabled()) return;
   tenant_ = tenant;
-  if (!jobs_.empty()) jobs_ += ",";
-  jobs_ += job_id;
+  uint64_t n = 0;
+  const bool plain = trace_job_number(job_id, n);
+  if (njobs_ == 0 && plain) {
+    job_ = n;
+  } else {
+    if (plain_jobs_ && njobs_ > 0) jobs_ = "job-" + std::to_string(job_);
+    plain_jobs_ = false;
+    if (!jobs_.empty()) jobs_ += ",";
+    jobs_ += job_id;
+  }
+  ++njobs_;
   if (!lane_) lane_ = tb.lane("request thread");
-  TraceRecord f;
-  f.ph = 's';
-  f.name = "job";
-  f.cat = "flow";
+  TraceEvent f;
+  f.kind = TraceKind::kFlowStart;
   f.ts_ns = std::max(start_ns_, TraceBuffer::now_ns());
   f.tid = lane_;
-  f.id = flow_id;
-  f.tenant = tenant;
-  tb.add(std::move(f));
+  f.job = flow_id / 2;
+  if (flow_id % 2 == 0 && TraceBuffer::intern(tenant, f.tenant)) {
+    tb.add(f);
+  } else {
+    tb.add(TraceRecord{'s', "job", "flow", f.ts_ns, 0, lane_, flow_id, tenant, {}});
+  }
 }
 
 }  // namespace tensord

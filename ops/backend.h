@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/device.h"
+#include "streams/stream_graph.h"
 #include "streams/stream.h"
 
 namespace tensord {
@@ -24,6 +25,13 @@ struct DeviceInfo {
   std::string name;
   int64_t total_memory = 0;  // bytes
   int compute_units = 0;     // cores or SMs
+};
+
+// A scheduler partition as the backend sees it (API.md 9).
+struct PartitionRequest {
+  std::string name;
+  double share = 1.0;       // fraction of the device
+  int workqueue_limit = 2;  // most jobs running at once
 };
 
 class Backend {
@@ -57,6 +65,25 @@ class Backend {
   virtual void wait_event(Stream s, Event e) = 0;  // s waits for e (device side)
   virtual void synchronize(Stream s) = 0;          // host waits for s
   virtual bool is_capturing(Stream s) const = 0;
+
+  // Splits the devices among the scheduler's partitions, once, before any
+  // partition stream exists (CUDA: a green context per partition, sized by
+  // share, with the workqueue limit where the toolkit has it). The default
+  // does nothing: CPU partitions are core sets the scheduler pins.
+  virtual void set_partitions(const std::vector<PartitionRequest>& partitions);
+  // A stream that runs in partition `partition` (index into the last
+  // set_partitions); the default is create_stream.
+  virtual Stream create_partition_stream(Device d, int partition);
+
+  // Host work ordered on a stream (cudaLaunchHostFunc): runs after what was
+  // enqueued on `s` before it. Capture (torch.accelerator.Graph): work on
+  // `s` between begin_capture and end_capture is recorded, not run;
+  // launch_graph replays it on a stream. Optional: the defaults throw
+  // unsupported.
+  virtual void launch_host_func(Stream s, std::function<void()> fn);
+  virtual void begin_capture(Stream s);
+  virtual std::shared_ptr<StreamGraph> end_capture(Stream s);
+  virtual void launch_graph(Stream s, const StreamGraph& g);
 
   // Whether an op has a kernel on this backend (the scheduler asks first).
   virtual bool supports_op(std::string_view op) const = 0;

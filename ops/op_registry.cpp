@@ -35,6 +35,13 @@ std::string_view param_kind_name(ParamKind k) {
 }
 
 Tensor OpContext::empty(DType dtype, Shape shape) const {
+  if (out_slots && out_slots->next < out_slots->count) {
+    const Tensor& slot = out_slots->slots[out_slots->next];
+    if (slot.dtype() == dtype && slot.shape() == shape) {
+      ++out_slots->next;
+      return slot;
+    }
+  }
   if (!backend) return Tensor::empty_host(dtype, std::move(shape));
   return Tensor::empty(backend, device, dtype, std::move(shape), account);
 }

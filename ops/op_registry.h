@@ -16,6 +16,7 @@
 #include "ops/attr.h"
 #include "ops/device.h"
 #include "ops/tensor.h"
+#include "streams/stream.h"
 
 namespace tensord {
 
@@ -78,6 +79,18 @@ class StoredIO {
   virtual void write(const std::string& name, Tensor t) = 0;
 };
 
+// Buffers bound to a node's results ahead of time (a captured graph's
+// replay, graphs/replay_plan.h): OpContext::empty hands out slots[next]
+// instead of allocating when its dtype and shape match, and moves on; a
+// request that does not match (a temporary) allocates as usual. The caller
+// checks which results landed in their slot. Used by one kernel call at a
+// time; kernels allocate before they fan out to the pool.
+struct OutputSlots {
+  const Tensor* slots = nullptr;
+  size_t count = 0;
+  size_t next = 0;
+};
+
 // What a kernel may use: where to allocate outputs, the worker pool, and the
 // cancellation flag it should poll in long loops.
 struct OpContext {
@@ -86,9 +99,15 @@ struct OpContext {
   std::shared_ptr<MemoryAccount> account;
   ThreadPool* pool = nullptr;
   const std::atomic<bool>* cancelled = nullptr;
-  StoredIO* stored = nullptr;  // null outside a job (e.g. unit tests)
+  StoredIO* stored = nullptr;        // null outside a job (e.g. unit tests)
+  OutputSlots* out_slots = nullptr;  // set by a graph replay for one kernel call
+  // The job's stream (its partition runner's): device kernels launch on it;
+  // CPU kernels run inline on the runner, which is the stream's only user,
+  // so they are in stream order.
+  Stream stream{};
 
-  // A fresh output tensor on the context's device, charged to the account.
+  // A fresh output tensor on the context's device, charged to the account
+  // (or the next pre-bound slot of out_slots when it matches).
   Tensor empty(DType dtype, Shape shape) const;
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the
   // pool when there is one, else inline.

@@ -1,14 +1,17 @@
 #include "scheduler/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
+#include "graphs/replay_plan.h"
 #include "ops/error.h"
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_trace.h"
 #include "scheduler/job_scheduler.h"
+#include "streams/stream_pool.h"
 
 namespace tensord {
 
@@ -18,6 +21,7 @@ struct Engine::Work {
   JobSpec spec;
   CompiledProgram cp;
   std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
+  std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
   std::vector<std::string> returns;
   const CompiledProgram& program() const { return shared_cp ? *shared_cp : cp; }
 };
@@ -39,8 +43,17 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc
-  metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()));
+  metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()), opts.metrics);
   EngineMetrics* m = metrics_.get();
+  const Device dev = devices_.empty() ? Device{} : devices_[0].device;
+  std::vector<PartitionRequest> parts;
+  for (const auto& p : config_.partitions) parts.push_back({p.name, p.share, p.workqueue_limit});
+  backend_->set_partitions(parts);
+  for (size_t i = 0; i < config_.partitions.size(); ++i) {
+    const auto& p = config_.partitions[i];
+    streams_[p.name] =
+        std::make_unique<StreamPool>(*backend_, dev, std::max(1, p.workqueue_limit), static_cast<int>(i));
+  }
   scheduler_ = std::make_unique<JobScheduler>(partition_specs(config_), tenant_specs(config_), opts.clock, opts.cores,
                                               [m](const JobEvent& e) { m->on_event(e); });
   for (const auto& p : config_.partitions) m->inflight(p.name, 0, p.workqueue_limit);
@@ -64,6 +77,22 @@ Engine::~Engine() {
 
 void Engine::shutdown() {
   scheduler_->shutdown();
+}
+
+ServerConfig Engine::config() const {
+  std::lock_guard<std::mutex> lk(config_mu_);
+  return config_;
+}
+
+void Engine::reload(const ServerConfig& config) {
+  validate_config(config);
+  scheduler_->reconfigure(partition_specs(config), tenant_specs(config));
+  {
+    std::lock_guard<std::mutex> lk(config_mu_);
+    config_ = config;
+  }
+  for (const auto& p : scheduler_->stats().partitions) metrics_->inflight(p.name, p.inflight, p.limit);
+  for (const auto& t : config.tenants) metrics_->tenant_registered(t.name);
 }
 
 SchedulerStats Engine::stats() const {
@@ -141,7 +170,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   Job& job = *w.job;
   Tenant& tenant = *w.tenant;
   if (!job.start()) return;  // ended while queued
-  engine_trace::job_started(job);
+  const StreamPool* sp = streams_.count(pc.partition) ? streams_.at(pc.partition).get() : nullptr;
+  const int stream_index = sp ? pc.runner % sp->size() : 0;
+  engine_trace::job_started(job, w.spec.graph_id, stream_index);
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
     JobResult r;
@@ -151,6 +182,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       eo.ctx.device = devices_.empty() ? Device{} : devices_[0].device;
       eo.ctx.account = tenant.account;
       eo.ctx.pool = pc.pool;
+      if (sp) eo.ctx.stream = sp->streams()[static_cast<size_t>(stream_index)];
       eo.ctx.cancelled = &job.cancel_flag();
       eo.cancelled = &job.cancel_flag();
       // The scheduler's clock may be a test clock: convert its deadline to
@@ -163,9 +195,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
       eo.on_node = [this, &w](const BoundNode& b, double s) {
         metrics_->op_ran(b.op->name, s);
-        engine_trace::op_ran(w.cp, b, s);
+        engine_trace::op_ran(w.program(), b, s);
       };
-      ExecResult er = execute_program(w.program(), w.spec.inputs, eo);
+      ExecResult er = w.plan ? w.plan->run(w.spec.inputs, eo) : execute_program(w.program(), w.spec.inputs, eo);
 
       // Commit: stored outputs and in-place writes, all or nothing.
       std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
@@ -199,12 +231,14 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     w.spec.inputs.clear();
     w.cp = CompiledProgram{};
     w.shared_cp.reset();
+    w.plan.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.succeed(std::move(r));
   } catch (const Error& e) {
     w.spec.inputs.clear();
     w.cp = CompiledProgram{};
     w.shared_cp.reset();
+    w.plan.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
     job.fail(e);
   } catch (const std::bad_alloc&) {
@@ -217,9 +251,11 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
 }
 
 void Engine::record_end(const Job& job) {
-  record_device_memory();
-  metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())), job.queue_ms() / 1e3,
-                         job.run_ms() / 1e3);
+  if (metrics_->enabled()) {  // --metrics off: one check per job
+    record_device_memory();
+    metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())),
+                           job.queue_ms() / 1e3, job.run_ms() / 1e3);
+  }
   engine_trace::job_ended(job);
 }
 
@@ -254,11 +290,12 @@ void Engine::record_tenant_memory(const Tenant& tenant) {
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
 }
 
-JobResult Engine::replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> cp, JobSpec spec,
+JobResult Engine::replay(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, JobSpec spec,
                          const std::atomic<bool>* cancel_when) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
-  w->shared_cp = std::move(cp);
+  w->shared_cp = plan->shared_program();
+  w->plan = std::move(plan);
   w->spec = std::move(spec);
   std::shared_ptr<Job> job = enqueue(tenant, w);
   JobState s = wait_or_cancel(*job, cancel_when);

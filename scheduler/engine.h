@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ops/backend.h"
@@ -24,11 +25,14 @@ namespace tensord {
 
 class EngineMetrics;
 class JobScheduler;
+class StreamPool;
 struct CompiledProgram;
+class ReplayPlan;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
-  int cores = 0;  // cores to split among partitions; 0: all
+  int cores = 0;        // cores to split among partitions; 0: all
+  bool metrics = true;  // false (--metrics off): job and op metrics are not recorded
 };
 
 class Engine {
@@ -44,10 +48,10 @@ class Engine {
   // `*cancel_when` becomes true (a client that went away): a queued job at
   // once, a running one at its next node boundary.
   JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
-  // Runs an already compiled program (a captured graph's replay) like run():
+  // Runs a captured graph's replay plan (graphs/replay_plan.h) like run():
   // no validation, binding or planning; spec.program is ignored and
   // spec.inputs must match the program's input metas (409 conflict).
-  JobResult replay(Tenant& tenant, std::shared_ptr<const CompiledProgram> cp, JobSpec spec,
+  JobResult replay(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, JobSpec spec,
                    const std::atomic<bool>* cancel_when = nullptr);
 
   // Refreshes the tenant's memory gauge (after memory held outside jobs
@@ -58,7 +62,13 @@ class Engine {
   void record_graph_capture(const Tenant& tenant, int live_graphs_delta);
   Backend& backend() { return *backend_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
-  const ServerConfig& config() const { return config_; }
+  // The config in force (a copy: a reload may replace it).
+  ServerConfig config() const;
+  // Applies a reload's effective config (plan_reload): workqueue limits and
+  // the tenants' scheduling settings; queued and running jobs are kept.
+  // Throws Error before changing anything when it does not fit the running
+  // partitions.
+  void reload(const ServerConfig& config);
   SchedulerStats stats() const;
   // Fails queued jobs with unavailable, refuses new ones, waits for running
   // jobs (draining). Idempotent.
@@ -74,8 +84,12 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceInfo> devices_;
   std::map<std::string, std::string> libraries_;
+  mutable std::mutex config_mu_;  // guards config_ (reload)
   ServerConfig config_;
   std::unique_ptr<EngineMetrics> metrics_;
+  // A stream pool per partition, one stream per runner at start (a runner
+  // added by a reload shares one: index modulo the pool's size).
+  std::map<std::string, std::unique_ptr<StreamPool>> streams_;
   std::unique_ptr<JobScheduler> scheduler_;
   std::atomic<int64_t> next_job_{1};
 };

@@ -6,9 +6,13 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "metrics/metrics.h"
 #include "scheduler/scheduler_types.h"
@@ -20,9 +24,23 @@ prometheus::Histogram::BucketBoundaries time_buckets() {
   return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
           0.05,    0.1,      0.25,    0.5,    1,       2.5,    5,     10,     30,    60,   300};
 }
+
+using OpSeries = std::pair<prometheus::Counter*, prometheus::Histogram*>;
+
+// Per runner thread: op name -> its series for the instance `owner`
+// (instances differ in their backend label). Series live as long as the
+// process registry (never removed), so cached pointers never dangle.
+struct OpCache {
+  uint64_t owner = 0;
+  std::unordered_map<std::string, OpSeries> ops;
+};
+thread_local OpCache tls_ops;
+
+std::atomic<uint64_t> next_instance{1};
 }  // namespace
 
 struct EngineMetrics::Impl {
+  const uint64_t instance = next_instance.fetch_add(1);
   std::string backend;
   prometheus::Family<prometheus::Counter>* jobs;
   prometheus::Family<prometheus::Histogram>* queue_s;
@@ -39,18 +57,37 @@ struct EngineMetrics::Impl {
   prometheus::Family<prometheus::Counter>* replays;
   prometheus::Family<prometheus::Counter>* captures;
   prometheus::Family<prometheus::Gauge>* graphs;
+
+  // Series handles cached by label values (a job's end looks them up once
+  // under `mu`, without hashing label sets in prometheus-cpp).
+  struct JobSeries {
+    prometheus::Histogram* queue_s = nullptr;
+    prometheus::Histogram* run_s = nullptr;
+    prometheus::Counter* busy = nullptr;
+    std::vector<std::pair<std::string, prometheus::Counter*>> by_state;  // a handful: linear search
+  };
+  using GaugePair = std::pair<prometheus::Gauge*, prometheus::Gauge*>;
   std::mutex mu;
-  std::map<std::string, std::pair<prometheus::Counter*, prometheus::Histogram*>> ops;
-  // Scheduler state mirrored from its events.
+  std::map<std::string, OpSeries> ops;
+  std::map<std::pair<std::string, std::string>, JobSeries> job_series;  // (tenant, partition)
+  std::map<std::string, GaugePair> tenant_mem;                          // used, limit
+  std::map<std::string, GaugePair> device_mem;                          // used, total
+
+  // Scheduler state mirrored from its events, with the gauge it drives.
+  struct Level {
+    int64_t n = 0;
+    prometheus::Gauge* gauge = nullptr;
+  };
   std::mutex ev_mu;
   std::set<uint64_t> started;
-  std::map<std::pair<std::string, std::string>, int64_t> q_depth;  // (tenant, partition)
-  std::map<std::string, int64_t> q_running;                        // partition
+  std::map<std::pair<std::string, std::string>, Level> q_depth;  // (tenant, partition)
+  std::map<std::string, Level> q_running;                        // partition
 };
 
-EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>()) {
-  auto& reg = metrics_registry();
+EngineMetrics::EngineMetrics(std::string backend, bool enabled) : enabled_(enabled), impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
+  if (!enabled_) return;  // nothing registered: /metrics shows build_info and process_* only
+  auto& reg = metrics_registry();
   impl_->jobs =
       &prometheus::BuildCounter().Name("tensord_jobs_total").Help("Jobs finished, by final state").Register(reg);
   impl_->queue_s = &prometheus::BuildHistogram()
@@ -82,11 +119,12 @@ EngineMetrics::EngineMetrics(std::string backend) : impl_(std::make_unique<Impl>
                         .Register(reg);
   impl_->captures =
       &prometheus::BuildCounter().Name("tensord_graph_captures_total").Help("Graphs captured, by tenant").Register(reg);
-  impl_->graphs = &prometheus::BuildGauge().Name("tensord_graphs").Help("Captured graphs alive, by tenant").Register(reg);
+  impl_->graphs =
+      &prometheus::BuildGauge().Name("tensord_graphs").Help("Captured graphs alive, by tenant").Register(reg);
   impl_->dev_mem = &prometheus::BuildGauge()
-                         .Name("tensord_device_memory_bytes")
-                         .Help("Device memory: bytes in use by tensors (used) and the device's size (total)")
-                         .Register(reg);
+                        .Name("tensord_device_memory_bytes")
+                        .Help("Device memory: bytes in use by tensors (used) and the device's size (total)")
+                        .Register(reg);
   impl_->mem_limit =
       &prometheus::BuildGauge().Name("tensord_tenant_memory_limit_bytes").Help("A tenant's memory quota").Register(reg);
 }
@@ -95,43 +133,93 @@ EngineMetrics::~EngineMetrics() = default;
 
 void EngineMetrics::job_finished(const std::string& tenant, const std::string& partition, const std::string& state,
                                  double queue_s, double run_s) {
-  impl_->jobs->Add({{"tenant", tenant}, {"partition", partition}, {"state", state}}).Increment();
-  impl_->queue_s->Add({{"tenant", tenant}, {"partition", partition}}, time_buckets()).Observe(queue_s);
-  impl_->run_s->Add({{"tenant", tenant}, {"partition", partition}}, time_buckets()).Observe(run_s);
-  impl_->busy->Add({{"tenant", tenant}, {"partition", partition}}).Increment(run_s);
+  if (!enabled_) return;
+  prometheus::Counter* jobs = nullptr;
+  Impl::JobSeries s;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto it = impl_->job_series.find(std::make_pair(tenant, partition));
+    if (it == impl_->job_series.end()) {
+      const prometheus::Labels labels{{"tenant", tenant}, {"partition", partition}};
+      Impl::JobSeries fresh;
+      fresh.queue_s = &impl_->queue_s->Add(labels, time_buckets());
+      fresh.run_s = &impl_->run_s->Add(labels, time_buckets());
+      fresh.busy = &impl_->busy->Add(labels);
+      it = impl_->job_series.emplace(std::make_pair(tenant, partition), std::move(fresh)).first;
+    }
+    for (const auto& [st, c] : it->second.by_state) {
+      if (st == state) jobs = c;
+    }
+    if (jobs == nullptr) {
+      jobs = &impl_->jobs->Add({{"tenant", tenant}, {"partition", partition}, {"state", state}});
+      it->second.by_state.emplace_back(state, jobs);
+    }
+    s.queue_s = it->second.queue_s;
+    s.run_s = it->second.run_s;
+    s.busy = it->second.busy;
+  }
+  jobs->Increment();
+  s.queue_s->Observe(queue_s);
+  s.run_s->Observe(run_s);
+  s.busy->Increment(run_s);
 }
 
 void EngineMetrics::op_ran(const std::string& op, double seconds) {
-  std::pair<prometheus::Counter*, prometheus::Histogram*> c;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    auto it = impl_->ops.find(op);
-    if (it == impl_->ops.end()) {
-      c = {&impl_->launches->Add({{"op", op}, {"backend", impl_->backend}}),
-           &impl_->op_s->Add({{"op", op}}, time_buckets())};
-      impl_->ops.emplace(op, c);
-    } else {
-      c = it->second;
-    }
+  if (!enabled_) return;
+  OpCache& cache = tls_ops;
+  if (cache.owner != impl_->instance) {
+    cache.ops.clear();
+    cache.owner = impl_->instance;
   }
-  c.first->Increment();
-  c.second->Observe(seconds);
+  auto it = cache.ops.find(op);
+  if (it == cache.ops.end()) {
+    OpSeries c;
+    {
+      std::lock_guard<std::mutex> lk(impl_->mu);
+      auto shared = impl_->ops.find(op);
+      if (shared == impl_->ops.end()) {
+        c = {&impl_->launches->Add({{"op", op}, {"backend", impl_->backend}}),
+             &impl_->op_s->Add({{"op", op}}, time_buckets())};
+        impl_->ops.emplace(op, c);
+      } else {
+        c = shared->second;
+      }
+    }
+    it = cache.ops.emplace(op, c).first;
+  }
+  it->second.first->Increment();
+  it->second.second->Observe(seconds);
 }
 
 void EngineMetrics::queue_depth(const std::string& tenant, const std::string& partition, int64_t depth) {
+  if (!enabled_) return;
   impl_->depth->Add({{"tenant", tenant}, {"partition", partition}}).Set(static_cast<double>(depth));
 }
 
 void EngineMetrics::device_memory(const std::string& device, int64_t used, int64_t total) {
-  impl_->dev_mem->Add({{"device", device}, {"kind", "used"}}).Set(static_cast<double>(used));
-  impl_->dev_mem->Add({{"device", device}, {"kind", "total"}}).Set(static_cast<double>(total));
+  if (!enabled_) return;
+  Impl::GaugePair g;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto it = impl_->device_mem.find(device);
+    if (it == impl_->device_mem.end()) {
+      Impl::GaugePair fresh{&impl_->dev_mem->Add({{"device", device}, {"kind", "used"}}),
+                            &impl_->dev_mem->Add({{"device", device}, {"kind", "total"}})};
+      it = impl_->device_mem.emplace(device, fresh).first;
+    }
+    g = it->second;
+  }
+  g.first->Set(static_cast<double>(used));
+  g.second->Set(static_cast<double>(total));
 }
 
 void EngineMetrics::graph_replayed(const std::string& tenant, const std::string& state) {
+  if (!enabled_) return;
   impl_->replays->Add({{"tenant", tenant}, {"state", state}}).Increment();
 }
 
 void EngineMetrics::tenant_registered(const std::string& tenant) {
+  if (!enabled_) return;
   // Series exist from the start (at 0), so rate() and dashboards work before
   // the first event.
   impl_->replays->Add({{"tenant", tenant}, {"state", "succeeded"}});
@@ -140,44 +228,60 @@ void EngineMetrics::tenant_registered(const std::string& tenant) {
 }
 
 void EngineMetrics::graph_captured(const std::string& tenant, int live_delta) {
+  if (!enabled_) return;
   if (live_delta > 0) impl_->captures->Add({{"tenant", tenant}}).Increment();
   impl_->graphs->Add({{"tenant", tenant}}).Increment(live_delta);
 }
 
 void EngineMetrics::on_event(const JobEvent& e) {
+  if (!enabled_) return;
   std::lock_guard<std::mutex> lk(impl_->ev_mu);
   auto& d = impl_->q_depth[{e.tenant, e.partition}];
   auto& r = impl_->q_running[e.partition];
+  if (d.gauge == nullptr) d.gauge = &impl_->depth->Add({{"tenant", e.tenant}, {"partition", e.partition}});
+  if (r.gauge == nullptr) r.gauge = &impl_->inflight->Add({{"partition", e.partition}});
   switch (e.kind) {
     case JobEvent::Kind::kQueued:
-      ++d;
+      ++d.n;
       break;
     case JobEvent::Kind::kStarted:
-      --d;
-      ++r;
+      --d.n;
+      ++r.n;
       impl_->started.insert(e.id);
       break;
     case JobEvent::Kind::kFinished:
     case JobEvent::Kind::kFailed:
       if (impl_->started.erase(e.id)) {
-        --r;
+        --r.n;
       } else {
-        --d;  // left the queue without running (cancelled, expired, shutdown)
+        --d.n;  // left the queue without running (cancelled, expired, shutdown)
       }
       break;
   }
-  impl_->depth->Add({{"tenant", e.tenant}, {"partition", e.partition}}).Set(static_cast<double>(d));
-  impl_->inflight->Add({{"partition", e.partition}}).Set(static_cast<double>(r));
+  d.gauge->Set(static_cast<double>(d.n));
+  r.gauge->Set(static_cast<double>(r.n));
 }
 
 void EngineMetrics::inflight(const std::string& partition, int64_t n, int64_t limit) {
+  if (!enabled_) return;
   impl_->inflight->Add({{"partition", partition}}).Set(static_cast<double>(n));
   impl_->limit->Add({{"partition", partition}}).Set(static_cast<double>(limit));
 }
 
 void EngineMetrics::tenant_memory(const std::string& tenant, int64_t used, int64_t limit) {
-  impl_->mem->Add({{"tenant", tenant}}).Set(static_cast<double>(used));
-  impl_->mem_limit->Add({{"tenant", tenant}}).Set(static_cast<double>(limit));
+  if (!enabled_) return;
+  Impl::GaugePair g;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto it = impl_->tenant_mem.find(tenant);
+    if (it == impl_->tenant_mem.end()) {
+      Impl::GaugePair fresh{&impl_->mem->Add({{"tenant", tenant}}), &impl_->mem_limit->Add({{"tenant", tenant}})};
+      it = impl_->tenant_mem.emplace(tenant, fresh).first;
+    }
+    g = it->second;
+  }
+  g.first->Set(static_cast<double>(used));
+  g.second->Set(static_cast<double>(limit));
 }
 
 }  // namespace tensord

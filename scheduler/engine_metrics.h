@@ -1,6 +1,10 @@
 // The scheduler's metric families (API.md section 9), registered on the
-// process registry by this component. Children are cached per label set so
-// recording on the hot path is a map lookup under a short lock at most.
+// process registry by this component. Recording is cheap on the hot paths:
+// series handles are cached per label set (per op in a thread-local table,
+// so a node's launch costs no lock and no label hashing; per tenant and
+// partition for a job's end and the scheduler's events), and a disabled
+// instance (--metrics off) registers nothing and returns from every call at
+// its first line.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +17,18 @@ struct JobEvent;
 
 class EngineMetrics {
  public:
-  explicit EngineMetrics(std::string backend);
+  // enabled = false: no family is registered and every call is a no-op (the
+  // cost of recording can then be measured against a server that does not).
+  explicit EngineMetrics(std::string backend, bool enabled = true);
   ~EngineMetrics();
+
+  bool enabled() const { return enabled_; }
 
   void job_finished(const std::string& tenant, const std::string& partition, const std::string& state, double queue_s,
                     double run_s);
+  // One node ran: tensord_op_launches_total{op, backend}, tensord_op_seconds{op}.
+  // Called per node on the runner threads: lock-free after a thread's first
+  // launch of `op`.
   void op_ran(const std::string& op, double seconds);
   void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
   void inflight(const std::string& partition, int64_t n, int64_t limit);
@@ -33,6 +44,7 @@ class EngineMetrics {
 
  private:
   struct Impl;
+  const bool enabled_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,10 +1,15 @@
 #include "scheduler/engine_trace.h"
 
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "graphs/compiled_program.h"
 #include "metrics/event_bus.h"
 #include "metrics/trace_buffer.h"
+#include "ops/dtype.h"
 #include "scheduler/job_handle.h"
 
 namespace tensord::engine_trace {
@@ -22,12 +27,192 @@ uint64_t job_number(const Job& job) {
   return n;
 }
 
+// What a job's records carry. `plain`: its id is "job-N" and its tenant and
+// partition are interned, so its records are TraceEvents; otherwise they are
+// rendered into whole records (the slow path).
+struct JobRef {
+  uint64_t n = 0;
+  bool plain = false;
+  uint32_t tenant = 0, partition = 0;
+};
+
+JobRef job_ref(const Job& job) {
+  JobRef j;
+  j.plain = trace_job_number(job.id(), j.n) && TraceBuffer::intern(job.tenant(), j.tenant) &&
+            TraceBuffer::intern(job.partition(), j.partition);
+  if (!j.plain) j.n = job_number(job);
+  return j;
+}
+
+// The interned name of a job state (five strings, interned at first use;
+// refused only if the table were full of tenant and partition names).
+uint32_t state_id(JobState s) {
+  static const std::array<uint32_t, 5> ids = [] {
+    std::array<uint32_t, 5> a{};
+    for (int i = 0; i < 5; ++i)
+      TraceBuffer::intern(job_state_name(static_cast<JobState>(i)), a[static_cast<size_t>(i)]);
+    return a;
+  }();
+  return ids[static_cast<size_t>(s)];
+}
+
+// Writes `es` for `job` (in consecutive slots); returns the ring index past
+// them (0 on the slow path).
+template <size_t N>
+uint64_t emit(TraceBuffer& tb, std::array<TraceEvent, N> es, const Job& job, const JobRef& j,
+              const TraceData* d = nullptr) {
+  for (TraceEvent& e : es) {
+    e.tenant = j.tenant;
+    e.partition = j.partition;
+    e.job = j.n;
+  }
+  if (j.plain) return tb.add(es.data(), N);
+  TraceBuffer::Strings s;
+  s.job_id = job.id();
+  s.tenant = job.tenant();
+  s.partition = job.partition();
+  for (const TraceEvent& e : es) tb.add(TraceBuffer::to_record(e, d, s));
+  return 0;
+}
+
+uint64_t emit(TraceBuffer& tb, const TraceEvent& e, const Job& job, const JobRef& j, const TraceData* d = nullptr) {
+  return emit(tb, std::array<TraceEvent, 1>{e}, job, j, d);
+}
+
+TraceEvent event(TraceKind kind, int64_t ts, int64_t dur, uint32_t lane, uint8_t flags = 0) {
+  TraceEvent e;
+  e.kind = kind;
+  e.ts_ns = ts;
+  e.dur_ns = dur;
+  e.tid = lane;
+  e.flags = flags;
+  return e;
+}
+
+// ------------------------------------------------------------ program tables
+
+// A TraceTable with what it was built from, in a form that is compared
+// without formatting: per node its op, then per input and output value its
+// dtype, rank and dims (-1 for an id out of range).
+struct ProgramTable : TraceTable {
+  std::vector<int64_t> signature;
+};
+
+// "float32[2, 3]" (TensorMeta::str()'s form).
+std::string meta_text(const TensorMeta& m) {
+  std::string out(dtype_name(m.dtype));
+  out += '[';
+  char buf[24];
+  for (size_t i = 0; i < m.shape.size(); ++i) {
+    if (i) out += ", ";
+    auto res = std::to_chars(buf, buf + sizeof buf, m.shape[i]);
+    out.append(buf, res.ptr);
+  }
+  out += ']';
+  return out;
+}
+
+// Calls value(v) for every value id the node reads (outputs: false) or writes.
+template <class F>
+void each_value(const BoundNode& b, F&& value) {
+  for (const auto& ids : b.tensor_params) {
+    for (int v : ids) value(v, false);
+  }
+  for (int v : b.outputs) value(v, true);
+}
+
+const ValueInfo* value_info(const CompiledProgram& cp, int v) {
+  return v >= 0 && static_cast<size_t>(v) < cp.values.size() ? &cp.values[static_cast<size_t>(v)] : nullptr;
+}
+
+// Does `t` describe `nodes` of `cp` (same ids, ops and shapes)? No allocation.
+bool matches(const ProgramTable& t, const CompiledProgram& cp) {
+  if (t.nodes.size() != cp.nodes.size()) return false;
+  size_t k = 0;
+  const auto& sig = t.signature;
+  auto next = [&](int64_t x) { return k < sig.size() && sig[k++] == x; };
+  for (size_t i = 0; i < cp.nodes.size(); ++i) {
+    const BoundNode& b = cp.nodes[i];
+    if (t.nodes[i].id != b.id || !next(static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.op)))) return false;
+    bool ok = true;
+    each_value(b, [&](int v, bool) {
+      const ValueInfo* vi = value_info(cp, v);
+      if (!ok) return;
+      if (vi == nullptr) {
+        ok = next(-1);
+        return;
+      }
+      ok = next(static_cast<int64_t>(vi->meta.dtype)) && next(static_cast<int64_t>(vi->meta.shape.size()));
+      for (size_t d = 0; ok && d < vi->meta.shape.size(); ++d) ok = next(vi->meta.shape[d]);
+    });
+    if (!ok) return false;
+  }
+  return k == sig.size();
+}
+
+std::shared_ptr<ProgramTable> make_table(const CompiledProgram& cp, const BoundNode* only, const std::string& graph) {
+  auto t = std::make_shared<ProgramTable>();
+  t->graph = graph;
+  auto add = [&](const BoundNode& b) {
+    TraceTable::Node n;
+    n.name = b.op ? b.op->name : b.id;
+    n.id = b.id;
+    if (b.op) n.op = b.op->name;
+    t->signature.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.op)));
+    each_value(b, [&](int v, bool output) {
+      const ValueInfo* vi = value_info(cp, v);
+      if (vi == nullptr) {
+        t->signature.push_back(-1);
+        return;
+      }
+      t->signature.push_back(static_cast<int64_t>(vi->meta.dtype));
+      t->signature.push_back(static_cast<int64_t>(vi->meta.shape.size()));
+      for (int64_t d : vi->meta.shape) t->signature.push_back(d);
+      (output ? n.outputs : n.inputs).push_back(meta_text(vi->meta));
+    });
+    t->nodes.push_back(std::move(n));
+  };
+  if (only != nullptr) {
+    add(*only);
+  } else {
+    t->nodes.reserve(cp.nodes.size());
+    for (const auto& b : cp.nodes) add(b);
+  }
+  return t;
+}
+
+// The table for `cp` (and `graph`): one of the last few this runner thread
+// built when it still matches (a replayed graph, a program sent again),
+// else a new one, registered with the ring.
+std::shared_ptr<const TraceTable> table_for(TraceBuffer& tb, const CompiledProgram& cp, const std::string& graph) {
+  thread_local std::array<std::shared_ptr<ProgramTable>, 4> cache;
+  thread_local unsigned next = 0;
+  thread_local const TraceBuffer* owner = nullptr;
+  if (owner != &tb) {
+    cache = {};
+    owner = &tb;
+  }
+  for (const auto& t : cache) {
+    if (t && t->graph == graph && matches(*t, cp)) return t;
+  }
+  auto t = make_table(cp, nullptr, graph);
+  tb.retain(t);
+  cache[next++ % cache.size()] = t;
+  return t;
+}
+
+// ------------------------------------------------------------ the running job
+
 // The job running on this runner thread.
 struct Running {
   const Job* job = nullptr;
   int64_t start_ns = 0;
   uint32_t lane = 0;
   bool first_op = true;
+  JobRef ref;
+  std::string graph;  // the replayed graph's id, or ""
+  const CompiledProgram* cp = nullptr;
+  std::shared_ptr<const TraceTable> table;  // cp's
 };
 thread_local Running tls_running;
 
@@ -44,34 +229,20 @@ void publish(const Job& job, std::string state) {
   bus.publish(e);
 }
 
-std::string job_args(const Job& job) {
-  return "{\"job\":\"" + json_escape(job.id()) + "\",\"tenant\":\"" + json_escape(job.tenant()) +
-         "\",\"partition\":\"" + json_escape(job.partition()) + "\"}";
-}
-
-void append_shapes(std::string& out, const CompiledProgram& cp, const std::vector<int>& ids) {
-  for (int v : ids) {
-    if (v < 0 || static_cast<size_t>(v) >= cp.values.size()) continue;
-    if (out.back() != '[') out += ',';
-    out += '"' + json_escape(cp.values[static_cast<size_t>(v)].meta.str()) + '"';
-  }
-}
-
 }  // namespace
 
 void job_queued(const Job& job) {
   TraceBuffer& tb = TraceBuffer::global();
   if (tb.enabled()) {
-    const uint64_t flow = 2 * job_number(job);
     if (TraceRequestScope* scope = TraceRequestScope::current()) {
-      scope->add_job(job.tenant(), flow, job.id());
+      scope->add_job(job.tenant(), 2 * job_number(job), job.id());
     } else {
       // No request around (tests, internal callers): a zero-length submit
       // slice for the flow to start in.
-      uint32_t lane = tb.lane("submit thread");
-      int64_t now = TraceBuffer::now_ns();
-      tb.add(TraceRecord{'X', "submit " + job.id(), "request", now, 0, lane, 0, job.tenant(), job_args(job)});
-      tb.add(TraceRecord{'s', "job", "flow", now, 0, lane, flow, job.tenant(), {}});
+      const JobRef j = job_ref(job);
+      const uint32_t lane = tb.lane("submit thread");
+      const int64_t now = TraceBuffer::now_ns();
+      emit(tb, std::array{event(TraceKind::kSubmit, now, 0, lane), event(TraceKind::kFlowStart, now, 0, lane)}, job, j);
     }
   }
   publish(job, "queued");
@@ -80,18 +251,30 @@ void job_queued(const Job& job) {
 void job_rejected(const Job& job) {
   TraceBuffer& tb = TraceBuffer::global();
   if (tb.enabled()) {
-    uint32_t lane = tb.lane("submit thread");
-    int64_t now = TraceBuffer::now_ns();
-    tb.add(TraceRecord{'X', "rejected " + job.id(), "job", now, 0, lane, 0, job.tenant(), job_args(job)});
-    tb.add(TraceRecord{'f', "job", "flow", now, 0, lane, 2 * job_number(job), job.tenant(), {}});
+    const JobRef j = job_ref(job);
+    const uint32_t lane = tb.lane("submit thread");
+    const int64_t now = TraceBuffer::now_ns();
+    emit(tb, std::array{event(TraceKind::kRejected, now, 0, lane), event(TraceKind::kFlowEnd, now, 0, lane)}, job, j);
   }
   publish(job, "rejected");
 }
 
-void job_started(const Job& job) {
+void job_started(const Job& job, const std::string& graph_id, int stream) {
   TraceBuffer& tb = TraceBuffer::global();
   if (tb.enabled()) {
-    tls_running = Running{&job, TraceBuffer::now_ns(), tb.lane("runner " + job.partition()), true};
+    Running& r = tls_running;
+    r.job = &job;
+    r.start_ns = TraceBuffer::now_ns();
+    // A runner thread keeps its partition and stream for life: the lane's
+    // name is built once per thread.
+    thread_local std::string lane_suffix;
+    if (lane_suffix.empty()) lane_suffix = job.partition() + " stream " + std::to_string(stream);
+    r.lane = tb.lane("runner ", lane_suffix);
+    r.first_op = true;
+    r.ref = job_ref(job);
+    r.graph = graph_id;
+    r.cp = nullptr;
+    r.table.reset();
   }
   publish(job, "running");
 }
@@ -103,49 +286,80 @@ void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds) {
   const int64_t end = TraceBuffer::now_ns();
   const int64_t dur = static_cast<int64_t>(seconds * 1e9);
   const int64_t start = std::max(r.start_ns, end - dur);
-  const uint64_t n = job_number(*r.job);
-  if (r.first_op) {
-    r.first_op = false;
-    tb.add(TraceRecord{'s', "ops", "flow", r.start_ns, 0, r.lane, 2 * n + 1, r.job->tenant(), {}});
-    tb.add(TraceRecord{'f', "ops", "flow", start, 0, r.lane, 2 * n + 1, r.job->tenant(), {}});
+  TraceEvent e = event(TraceKind::kOp, start, end - start, r.lane);
+  const auto first = reinterpret_cast<uintptr_t>(cp.nodes.data());
+  const auto at = reinterpret_cast<uintptr_t>(&b);
+  std::shared_ptr<TraceTable> one_off;
+  JobRef ref = r.ref;
+  const TraceData* d = nullptr;
+  if (at >= first && at < first + cp.nodes.size() * sizeof(BoundNode)) {
+    if (r.cp != &cp || !r.table) {
+      r.table = table_for(tb, cp, r.graph);
+      r.cp = &cp;
+    }
+    e.index = static_cast<uint32_t>((at - first) / sizeof(BoundNode));
+    e.data = r.table->serial;
+    d = r.table.get();
+  } else {
+    // A node of a control-flow body (not in `cp`): a table of its own, rendered now.
+    one_off = make_table(cp, &b, r.graph);
+    d = one_off.get();
+    ref.plain = false;
   }
-  std::string args = "{\"node\":\"" + json_escape(b.id) + "\",\"op\":\"" + json_escape(b.op ? b.op->name : "") +
-                     "\",\"job\":\"" + json_escape(r.job->id()) + "\",\"inputs\":[";
-  for (const auto& ids : b.tensor_params) append_shapes(args, cp, ids);
-  args += "],\"outputs\":[";
-  append_shapes(args, cp, b.outputs);
-  args += "]}";
-  tb.add(TraceRecord{'X', b.op ? b.op->name : b.id, "op", start, end - start, r.lane, 0, r.job->tenant(),
-                     std::move(args)});
+  if (r.first_op) {  // the run -> ops flow, then the op
+    r.first_op = false;
+    auto s = event(TraceKind::kFlowStart, r.start_ns, 0, r.lane, TraceEvent::kOpsFlow);
+    auto f = event(TraceKind::kFlowEnd, start, 0, r.lane, TraceEvent::kOpsFlow);
+    if (ref.plain) {
+      emit(tb, std::array{s, f, e}, *r.job, ref, d);
+      return;
+    }
+    emit(tb, std::array{s, f}, *r.job, r.ref);
+  }
+  emit(tb, e, *r.job, ref, d);
 }
 
 void job_ended(const Job& job) {
   TraceBuffer& tb = TraceBuffer::global();
-  const std::string state(job_state_name(job.state()));
+  const JobState st = job.state();
   if (tb.enabled()) {
-    const uint64_t n = job_number(job);
     const int64_t created = TraceBuffer::ns_of(job.created());
     Running& r = tls_running;
     if (r.job == &job) {
       const int64_t end = TraceBuffer::now_ns();
-      tb.add(TraceRecord{'b', "queued " + job.id(), "queue", created, std::max<int64_t>(0, r.start_ns - created),
-                         r.lane, n, job.tenant(), job_args(job)});
-      std::string args = job_args(job);
-      args.insert(args.size() - 1, ",\"state\":\"" + state + "\"");
-      tb.add(TraceRecord{'X', "run " + job.id(), "job", r.start_ns, end - r.start_ns, r.lane, 0, job.tenant(), args});
-      tb.add(TraceRecord{'f', "job", "flow", r.start_ns, 0, r.lane, 2 * n, job.tenant(), {}});
-      tls_running = Running{};
+      const JobRef& j = r.ref;
+      TraceEvent run = event(TraceKind::kRun, r.start_ns, end - r.start_ns, r.lane);
+      run.name = state_id(st);
+      if (!r.graph.empty() && !r.table) {  // a replay that ran no node: a table for its graph id alone
+        auto t = std::make_shared<ProgramTable>();
+        t->graph = r.graph;
+        tb.retain(t);
+        r.table = std::move(t);
+      }
+      if (!r.graph.empty()) run.data = r.table->serial;
+      const uint64_t last =
+          emit(tb,
+               std::array{event(TraceKind::kQueued, created, std::max<int64_t>(0, r.start_ns - created), r.lane), run,
+                          event(TraceKind::kFlowEnd, r.start_ns, 0, r.lane)},
+               job, j, r.table.get());
+      if (r.table) r.table->touch(last);
+      r.job = nullptr;
+      r.cp = nullptr;
+      r.table.reset();
     } else {
       // Never ran (cancelled, expired, shut down): its queue span ends here.
       const int64_t end = TraceBuffer::now_ns();
-      uint32_t lane = tb.lane("queue " + job.partition());
-      tb.add(TraceRecord{'b', "queued " + job.id(), "queue", created, std::max<int64_t>(0, end - created), lane, n,
-                         job.tenant(), job_args(job)});
-      tb.add(TraceRecord{'X', state + " " + job.id(), "job", end, 0, lane, 0, job.tenant(), job_args(job)});
-      tb.add(TraceRecord{'f', "job", "flow", end, 0, lane, 2 * n, job.tenant(), {}});
+      const JobRef j = job_ref(job);
+      const uint32_t lane = tb.lane("queue ", job.partition());
+      TraceEvent ended = event(TraceKind::kEnded, end, 0, lane);
+      ended.name = state_id(st);
+      emit(tb,
+           std::array{event(TraceKind::kQueued, created, std::max<int64_t>(0, end - created), lane), ended,
+                      event(TraceKind::kFlowEnd, end, 0, lane)},
+           job, j);
     }
   }
-  publish(job, state);
+  publish(job, std::string(job_state_name(st)));
 }
 
 }  // namespace tensord::engine_trace

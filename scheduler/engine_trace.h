@@ -5,6 +5,8 @@
 // thread (a job runs start to end on one runner). Cheap when nobody listens.
 #pragma once
 
+#include <string>
+
 namespace tensord {
 
 class Job;
@@ -18,8 +20,13 @@ namespace engine_trace {
 void job_queued(const Job& job);
 // The scheduler refused the job (queue full, shutting down) after job_queued.
 void job_rejected(const Job& job);
-// On the runner thread, after the job entered running.
-void job_started(const Job& job);
+// On the runner thread, after the job entered running. `graph_id`: the
+// captured graph a replay runs ("" for a plain job); its op spans and run
+// span carry it as args.graph. `stream`: the runner's stream in its
+// partition's pool; the runner thread's lane is named after it
+// ("runner <partition> stream <k>"), so the trace has a lane per partition
+// and stream.
+void job_started(const Job& job, const std::string& graph_id = {}, int stream = 0);
 // On the runner thread, after node `b` ran for `seconds`.
 void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds);
 // Once the job ended (any thread): queue and run spans, the final event.

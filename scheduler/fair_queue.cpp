@@ -68,8 +68,58 @@ const FairQueue::Partition& FairQueue::partition_state(const std::string& name) 
   return partitions_[it->second];
 }
 
+void FairQueue::reconfigure(const std::vector<PartitionSpec>& partitions, const std::vector<TenantSpec>& tenants) {
+  std::unordered_map<std::string, size_t> listed;
+  for (const auto& p : partitions) {
+    auto it = partition_index_.find(p.name);
+    TENSORD_CHECK(it != partition_index_.end(), kInvalidArgument,
+                  "partition '" + p.name + "' is new: partitions cannot be added without a restart");
+    TENSORD_CHECK(p.workqueue_limit >= 1, kInvalidArgument, "partition '" + p.name + "': workqueue_limit must be >= 1");
+  }
+  for (const auto& t : tenants) {
+    auto it = partition_index_.find(t.partition);
+    TENSORD_CHECK(it != partition_index_.end(), kInvalidArgument,
+                  "tenant '" + t.name + "': unknown partition '" + t.partition + "'");
+    TENSORD_CHECK(t.weight > 0, kInvalidArgument, "tenant '" + t.name + "': weight must be > 0");
+    TENSORD_CHECK(t.max_queued >= 0 && t.max_running >= 1, kInvalidArgument,
+                  "tenant '" + t.name + "': max_queued must be >= 0 and max_running >= 1");
+    TENSORD_CHECK(listed.emplace(t.name, 0).second, kInvalidArgument, "tenant '" + t.name + "' is defined twice");
+    auto known = tenant_index_.find(t.name);
+    TENSORD_CHECK(known == tenant_index_.end() || tenants_[known->second].partition == it->second, kInvalidArgument,
+                  "tenant '" + t.name + "' cannot move to partition '" + t.partition + "'");
+  }
+  // Valid: apply.
+  for (const auto& p : partitions) {
+    size_t pi = partition_index_.at(p.name);
+    partitions_[pi].spec.workqueue_limit = p.workqueue_limit;
+    for (auto& ps : partition_specs_) {
+      if (ps.name == p.name) ps.workqueue_limit = p.workqueue_limit;
+    }
+  }
+  for (auto& t : tenants_) t.removed = !listed.count(t.spec.name);
+  for (const auto& spec : tenants) {
+    auto known = tenant_index_.find(spec.name);
+    if (known != tenant_index_.end()) {
+      tenants_[known->second].spec = spec;
+      continue;
+    }
+    const size_t pi = partition_index_.at(spec.partition);
+    Tenant st;
+    st.spec = spec;
+    st.partition = pi;
+    st.vtime = partitions_[pi].vclock;  // joins now: no credit for the past
+    tenant_index_.emplace(spec.name, tenants_.size());
+    partitions_[pi].tenants.push_back(tenants_.size());
+    tenants_.push_back(std::move(st));
+  }
+  tenant_specs_ = tenants;
+}
+
 void FairQueue::push(QueuedJob job) {
   Tenant& t = tenant_state(job.tenant);
+  if (t.removed) {
+    throw Error(ErrorCode::kUnauthenticated, "tenant '" + job.tenant + "' was removed from the configuration");
+  }
   if (queued_index_.count(job.id) || charged_.count(job.id))
     throw Error(ErrorCode::kInternal, "scheduler: job " + std::to_string(job.id) + " is already scheduled");
   if (static_cast<int64_t>(t.queue.size()) >= t.spec.max_queued) {

@@ -64,6 +64,18 @@ class FairQueue {
   // A job returned by pop() ended (any outcome) after run_seconds.
   void finished(const QueuedJob& job, Clock::time_point now, double run_seconds);
 
+  // A config reload. `partitions` gives new workqueue limits for existing
+  // partitions (shares and the set of partitions never change: listing an
+  // unknown one is an error; one left out keeps its limit). `tenants` is the
+  // new set of active tenants: known ones get the new weight and limits (a
+  // lower max_queued leaves already queued jobs queued), new ones join at
+  // the partition's virtual clock, and ones left out are removed: push()
+  // refuses them (kUnauthenticated) while their queued and running jobs
+  // still run. A removed tenant listed again comes back with its state.
+  // A tenant cannot change partition. Throws Error(kInvalidArgument)
+  // before changing anything.
+  void reconfigure(const std::vector<PartitionSpec>& partitions, const std::vector<TenantSpec>& tenants);
+
   // Removes a queued job; empty when `id` is not queued (running or unknown).
   std::optional<QueuedJob> cancel(uint64_t id);
   // Removes and returns the queued jobs whose deadline is <= now.
@@ -95,6 +107,7 @@ class FairQueue {
   const std::string& partition_of(const std::string& tenant) const;
 
   const std::vector<PartitionSpec>& partitions() const { return partition_specs_; }
+  // Active tenants (removed ones are left out), config order.
   const std::vector<TenantSpec>& tenants() const { return tenant_specs_; }
 
  private:
@@ -113,6 +126,7 @@ class FairQueue {
   struct Tenant {
     TenantSpec spec;
     size_t partition = 0;
+    bool removed = false;  // by a reload: accepts no new jobs
     std::map<Key, QueuedJob> queue;
     int running = 0;
     double vtime = 0;

@@ -43,7 +43,7 @@ JobScheduler::JobScheduler(std::vector<PartitionSpec> partitions, std::vector<Te
   for (size_t i = 0; i < partitions.size(); ++i) {
     PartitionRuntime& part = *parts_[i];
     for (int r = 0; r < partitions[i].workqueue_limit; ++r)
-      part.runners.emplace_back([this, &part] { runner_loop(part); });
+      part.runners.emplace_back([this, &part, r] { runner_loop(part, r); });
   }
   if (clock_->realtime()) timer_ = std::thread([this] { timer_loop(); });
 }
@@ -154,7 +154,7 @@ size_t JobScheduler::poll() {
   return n;
 }
 
-void JobScheduler::runner_loop(PartitionRuntime& part) {
+void JobScheduler::runner_loop(PartitionRuntime& part, int index) {
   pin_current_thread(part.cpus);
   yield_to_io_threads();
   std::vector<Failure> failures;
@@ -188,6 +188,7 @@ void JobScheduler::runner_loop(PartitionRuntime& part) {
       ctx.tenant = job->tenant;
       ctx.pool = part.pool.get();
       ctx.job_id = job->id;
+      ctx.runner = index;
       ctx.queue_seconds = queue_s;
       ctx.deadline = job->deadline;
       try {
@@ -235,6 +236,27 @@ void JobScheduler::timer_loop() {
       lk.lock();
     }
   }
+}
+
+void JobScheduler::reconfigure(const std::vector<PartitionSpec>& partitions, const std::vector<TenantSpec>& tenants) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) return;
+    fq_.reconfigure(partitions, tenants);
+    for (const auto& t : tenants) counters_[t.name];
+    // One runner per slot: a raised limit needs more runners. shutdown()
+    // joins them: it sets stop_ under mu_ first, so none is added after.
+    for (auto& part : parts_) {
+      const int want = fq_.limit(part->name);
+      PartitionRuntime* p = part.get();
+      while (static_cast<int>(p->runners.size()) < want) {
+        const int index = static_cast<int>(p->runners.size());
+        p->runners.emplace_back([this, p, index] { runner_loop(*p, index); });
+      }
+    }
+  }
+  // Limits may have risen: let waiting runners look again.
+  for (auto& p : parts_) p->cv.notify_all();
 }
 
 void JobScheduler::shutdown() {

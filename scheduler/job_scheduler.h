@@ -63,6 +63,14 @@ class JobScheduler {
   // call it after advance().
   size_t poll();
 
+  // A config reload (FairQueue::reconfigure): new workqueue limits for
+  // existing partitions, the new set of tenants and their weights and limits.
+  // Queued and running jobs are kept: a removed tenant's jobs still run, a
+  // lower limit lets running jobs finish and starts no new one until
+  // in-flight drops below it, a higher one adds runner threads. Throws
+  // Error(kInvalidArgument) before changing anything; no-op after shutdown().
+  void reconfigure(const std::vector<PartitionSpec>& partitions, const std::vector<TenantSpec>& tenants);
+
   // Stops accepting jobs, fails every queued job (kUnavailable), waits for
   // running jobs to return and joins all threads. Idempotent.
   void shutdown();
@@ -82,8 +90,8 @@ class JobScheduler {
     std::string name;
     std::unique_ptr<ThreadPool> pool;
     std::vector<int> cpus;
-    std::condition_variable cv;  // runners wait here for work
-    std::vector<std::thread> runners;
+    std::condition_variable cv;        // runners wait here for work
+    std::vector<std::thread> runners;  // grows (under mu_) when a reload raises the limit
   };
   struct Counters {
     int64_t failed = 0, cancelled = 0, expired = 0, rejected = 0;
@@ -93,7 +101,7 @@ class JobScheduler {
     Error error;
   };
 
-  void runner_loop(PartitionRuntime& part);
+  void runner_loop(PartitionRuntime& part, int index);
   void timer_loop();
   // Removes queued jobs past their deadline; their fail callbacks go to `out`.
   void expire_locked(Clock::time_point now, std::vector<Failure>& out);

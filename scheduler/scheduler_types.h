@@ -20,6 +20,7 @@ struct PartitionContext {
   std::string tenant;
   ThreadPool* pool = nullptr;  // the partition's compute pool (OpContext.pool)
   uint64_t job_id = 0;
+  int runner = 0;  // the runner's index in its partition: the job's stream (lane)
   double queue_seconds = 0;
   // Running jobs check it at node boundaries (504 deadline_exceeded).
   Clock::time_point deadline = Clock::time_point::max();

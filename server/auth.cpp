@@ -27,7 +27,7 @@ Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
 }
 
 void require_admin(const Tenant& t) {
-  if (!t.config.admin) throw Error(ErrorCode::kForbidden, "tenant '" + t.name + "' is not an admin");
+  if (!t.admin()) throw Error(ErrorCode::kForbidden, "tenant '" + t.name + "' is not an admin");
 }
 
 }  // namespace tensord

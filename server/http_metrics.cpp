@@ -1,6 +1,8 @@
 #include "server/http_metrics.h"
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +26,25 @@ std::string_view bounded_method(std::string_view m) {
   return "other";
 }
 
+// A thread's series handles for one HttpMetrics instance (`owner`): keep-alive
+// clients repeat a few (route, method, code) triples, found here without the
+// instance's lock. Series are never removed, so the pointers stay valid.
+struct ThreadCache {
+  struct Entry {
+    std::string route;
+    std::string_view method;  // one of bounded_method's literals
+    int status;
+    prometheus::Counter* counter;
+    prometheus::Histogram* duration;
+  };
+  uint64_t owner = 0;
+  std::vector<Entry> entries;
+};
+thread_local ThreadCache tls_cache;
+constexpr size_t kThreadCacheEntries = 64;  // beyond: the shared map, under its lock
+
+std::atomic<uint64_t> next_instance{1};
+
 }  // namespace
 
 struct HttpMetrics::Impl {
@@ -37,6 +58,7 @@ struct HttpMetrics::Impl {
     std::vector<Child> children;  // a handful per route: linear search
   };
 
+  const uint64_t instance = next_instance.fetch_add(1);
   prometheus::Family<prometheus::Counter>* requests = nullptr;
   prometheus::Family<prometheus::Histogram>* duration = nullptr;
   std::mutex mu;
@@ -69,6 +91,20 @@ void HttpMetrics::record(std::string_view route, std::string_view method, int st
   method = bounded_method(method);
   if (status < 100 || status > 999) status = 0;
 
+  // This thread's cache first: no lock, no label hashing.
+  ThreadCache& cache = tls_cache;
+  if (cache.owner != impl_->instance) {
+    cache.entries.clear();
+    cache.owner = impl_->instance;
+  }
+  for (const auto& e : cache.entries) {
+    if (e.status == status && e.method == method && e.route == route) {
+      e.counter->Increment();
+      e.duration->Observe(seconds < 0 ? 0 : seconds);
+      return;
+    }
+  }
+
   prometheus::Counter* counter = nullptr;
   prometheus::Histogram* histogram = nullptr;
   {
@@ -90,6 +126,9 @@ void HttpMetrics::record(std::string_view route, std::string_view method, int st
           {{"route", it->first}, {"method", std::string(method)}, {"code", std::to_string(status)}});
       it->second.children.push_back({std::string(method), status, counter});
     }
+  }
+  if (cache.entries.size() < kThreadCacheEntries) {
+    cache.entries.push_back({std::string(route), method, status, counter, histogram});
   }
   counter->Increment();
   histogram->Observe(seconds < 0 ? 0 : seconds);

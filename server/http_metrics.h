@@ -21,7 +21,8 @@ class HttpMetrics {
   HttpMetrics(const HttpMetrics&) = delete;
   HttpMetrics& operator=(const HttpMetrics&) = delete;
 
-  // Records one response. Thread-safe; children are cached after first use.
+  // Records one response. Thread-safe and lock-free once the calling thread
+  // has recorded the same (route, method, code): handles are cached per thread.
   void record(std::string_view route, std::string_view method, int status, double seconds);
 
   static constexpr std::string_view kUnmatchedRoute = "unmatched";

@@ -124,7 +124,7 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.options = std::move(options);
   state.options.io_threads = impl_->threads;
   state.router = std::move(router);
-  state.metrics = &HttpMetrics::global();
+  state.metrics = state.options.record_metrics ? &HttpMetrics::global() : nullptr;
   impl_->handlers =
       std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
   state.offload = [pool = impl_->handlers.get()](std::function<void()> task) { net::post(*pool, std::move(task)); };

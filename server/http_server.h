@@ -29,6 +29,7 @@ struct ServerOptions {
                                             // a response is in transit
   std::chrono::seconds idle_timeout{75};    // keep-alive wait for the next request
   std::chrono::seconds drain_timeout{30};   // longest wait for in-flight requests
+  bool record_metrics = true;               // false: tensord_http_* are neither registered nor recorded
 };
 
 class HttpServer {

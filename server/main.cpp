@@ -9,6 +9,7 @@
 #include "api/checkpoint.h"
 #include "api/config_json.h"
 #include "metrics/metrics.h"
+#include "metrics/trace_buffer.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
@@ -16,6 +17,7 @@
 #include "scheduler/job_table.h"
 #include "scheduler/tenant_registry.h"
 #include "server/app.h"
+#include "server/config_reloader.h"
 #include "server/http_server.h"
 #include "server/stream_service.h"
 
@@ -36,8 +38,12 @@ const char* kUsage =
     "  --max-body-bytes N        largest request body (default 1073741824)\n"
     "  --config FILE             partitions and tenants (JSON, API.md section 9); without it one\n"
     "                            anonymous tenant 'default' is served, on loopback addresses only\n"
+    "                            (SIGHUP re-reads it: tenants, quotas and limits change live)\n"
     "  --state-dir DIR           keep stored tensors there (restored at start, saved at exit)\n"
     "  --drain-timeout S         seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --metrics on|off          record Prometheus metrics (default on); off: /metrics has only\n"
+    "                            tensord_build_info and process_*, to measure recording's cost\n"
+    "  --trace on|off            record /v1/trace spans (default on); off: /v1/trace is empty\n"
     "  --version                 print the version\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -57,6 +63,7 @@ long long parse_int(const std::string& flag, const std::string& v, long long lo,
 
 int main(int argc, char** argv) {
   using namespace tensord;
+  install_reload_signal_handler();  // SIGHUP reloads --config instead of ending the process
   ServerOptions sopt;
   std::string backend_name = "auto", state_dir, config_path;
   int threads = 0, workqueue_limit = 2;
@@ -100,6 +107,14 @@ int main(int argc, char** argv) {
       sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
     } else if (flag == "--config") {
       config_path = value();
+    } else if (flag == "--metrics") {
+      std::string v = value();
+      if (v != "on" && v != "off") usage_error("--metrics must be on or off, got '" + v + "'");
+      sopt.record_metrics = v == "on";
+    } else if (flag == "--trace") {
+      std::string v = value();
+      if (v != "on" && v != "off") usage_error("--trace must be on or off, got '" + v + "'");
+      TraceBuffer::global().set_enabled(v == "on");
     } else {
       usage_error("unknown flag " + a);
     }
@@ -144,6 +159,7 @@ int main(int argc, char** argv) {
   try {
     EngineOptions eopt;
     eopt.cores = threads;  // cores split among the partitions (0: all)
+    eopt.metrics = sopt.record_metrics;
     Engine engine(std::move(backend), config, eopt);
     TenantRegistry tenants(config);
     if (!state_dir.empty()) {
@@ -168,10 +184,14 @@ int main(int argc, char** argv) {
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
     std::cerr << "tensord " << TENSORD_VERSION << " (" << bname << ") listening on http://" << host << ":"
               << server.port() << std::endl;
+    // SIGHUP: re-read --config (server/config_reloader.h).
+    auto reloader = std::make_unique<ReloadSignalWatcher>(
+        [target = ReloadTarget{config_path, state_dir, &engine, &tenants}] { reload_config(target); });
     server.run();
+    reloader.reset();
     engine.shutdown();
     if (!state_dir.empty()) {
-      for (Tenant* t : tenants.all()) {
+      for (Tenant* t : tenants.all_with_retired()) {  // tenants removed by a reload keep their tensors
         auto ci = write_checkpoint(state_dir, *t);
         std::cerr << "tensord: checkpointed " << ci.tensors << " tensors to " << ci.path << "\n";
       }

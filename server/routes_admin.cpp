@@ -18,15 +18,16 @@ void add_admin_routes(Router& r, AppContext& app) {
     w.Key("tenants");
     w.StartArray();
     for (const Tenant* t : app.tenants->all()) {
+      const TenantConfig tc = t->config();  // one consistent snapshot (a reload may change it)
       w.StartObject();
       w.Key("name");
       w.String(t->name.c_str(), static_cast<rapidjson::SizeType>(t->name.size()));
       w.Key("partition");
       w.String(t->partition.c_str(), static_cast<rapidjson::SizeType>(t->partition.size()));
       w.Key("weight");
-      w.Double(t->config.weight);
+      w.Double(tc.weight);
       w.Key("admin");
-      w.Bool(t->config.admin);
+      w.Bool(tc.admin);
       w.Key("memory_bytes");
       w.Int64(t->account->used());
       w.Key("memory_limit_bytes");
@@ -34,9 +35,9 @@ void add_admin_routes(Router& r, AppContext& app) {
       w.Key("stored_tensors");
       w.Uint64(t->store.list("").size());
       w.Key("max_queued");
-      w.Int(t->config.max_queued);
+      w.Int(tc.max_queued);
       w.Key("max_running");
-      w.Int(t->config.max_running);
+      w.Int(tc.max_running);
       w.EndObject();
     }
     w.EndArray();

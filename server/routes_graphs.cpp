@@ -77,6 +77,7 @@ void add_graph_routes(Router& r, AppContext& app) {
     Tenant& tenant = authenticate(req, *app.tenants);
     auto g = find_graph(*store, req, tenant);
     JobSpec spec = parse_replay_request(req);
+    spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
     for (const auto& [out, stored_name] : spec.store) {
       for (const auto& [name, id] : g->program->outputs) {
         if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
@@ -91,9 +92,10 @@ void add_graph_routes(Router& r, AppContext& app) {
       std::map<std::string, Tensor> user_inputs = std::move(spec.inputs);
       spec.inputs = load_replay_inputs(*g, user_inputs);
       user_inputs.clear();
-      res = app.engine->replay(tenant, g->program, std::move(spec), req.client_gone.get());
-      // An output that is a graph input aliases a static buffer: copy it
-      // before the next replay overwrites it.
+      res = app.engine->replay(tenant, g->plan, std::move(spec), req.client_gone.get());
+      // The plan returns its outputs copied out of the static buffers; on
+      // its execute_program path (not a CPU device) an output that is a
+      // graph input still aliases one: copy it before the next replay.
       for (auto& [name, t] : res.outputs) {
         for (const auto& [in, buf] : g->buffers) {
           if (t.storage() == buf.storage()) t = t.clone_host();

@@ -31,7 +31,7 @@ void add_observability_routes(Router& r, AppContext& app) {
     const Tenant& t = authenticate(req, *app.tenants);
     TraceBuffer& tb = TraceBuffer::global();
     size_t last = parse_last(req, tb.capacity());
-    bool see_all = t.config.admin || app.tenants->anonymous();
+    bool see_all = t.admin() || app.tenants->anonymous();
     return json_response(200, tb.render_json(last, t.name, see_all));
   });
   // Reached only without an Upgrade: websocket header (the session upgrades those).

@@ -37,7 +37,7 @@ StreamService::StreamService(Engine* engine, TenantRegistry* tenants) : engine_(
 
 StreamViewer StreamService::authenticate(const HttpRequest& req) const {
   const Tenant& t = ::tensord::authenticate(req, *tenants_);
-  return StreamViewer{t.name, t.config.admin || tenants_->anonymous()};
+  return StreamViewer{t.name, t.admin() || tenants_->anonymous()};
 }
 
 std::string StreamService::metrics_snapshot(const StreamViewer& viewer) const {

@@ -16,7 +16,8 @@ struct Stream {
 
 struct Event {
   Device device;
-  int64_t id = 0;
+  int64_t id = 0;        // the backend's event (CUDA) or the stream it was recorded on (CPU)
+  int64_t position = 0;  // CPU: tasks enqueued on that stream when recorded
 };
 
 }  // namespace tensord

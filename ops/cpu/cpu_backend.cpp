@@ -24,7 +24,9 @@ size_t cache_capacity() {
 }
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : pool_(threads), cache_(cache_capacity()) {}
+CpuBackend::CpuBackend(int threads) : pool_(threads), cache_(cache_capacity()) {
+  streams_.emplace(0, std::make_shared<HostStream>());  // the default stream
+}
 
 std::vector<DeviceInfo> CpuBackend::devices() const {
   DeviceInfo d;
@@ -76,8 +78,82 @@ void CpuBackend::copy_on_device(Stream s, void* dst, const void* src, size_t byt
   if (bytes) std::memmove(dst, src, bytes);
 }
 
+namespace {
+// The recorded host tasks of a capture, run in order on replay.
+class HostGraph final : public StreamGraph {
+ public:
+  explicit HostGraph(std::vector<HostStream::Task> tasks) : tasks_(std::move(tasks)) {}
+  size_t nodes() const override { return tasks_.size(); }
+  void run() const {
+    for (const auto& t : tasks_) t();
+  }
+
+ private:
+  std::vector<HostStream::Task> tasks_;
+};
+}  // namespace
+
+std::shared_ptr<HostStream> CpuBackend::stream(Stream s) const {
+  std::lock_guard lock(streams_mu_);
+  auto it = streams_.find(s.id);
+  if (it != streams_.end()) return it->second;
+  throw Error(ErrorCode::kNotFound, "no stream " + std::to_string(s.id) + " on " + s.device.str());
+}
+
 Stream CpuBackend::create_stream(Device d) {
-  return Stream{d, next_stream_.fetch_add(1)};
+  std::lock_guard lock(streams_mu_);
+  int64_t id = next_stream_++;
+  streams_.emplace(id, std::make_shared<HostStream>());
+  return Stream{d, id};
+}
+
+void CpuBackend::destroy_stream(Stream s) {
+  std::shared_ptr<HostStream> hs;
+  {
+    std::lock_guard lock(streams_mu_);
+    auto it = streams_.find(s.id);
+    if (it == streams_.end() || s.id == 0) return;
+    hs = std::move(it->second);
+    streams_.erase(it);
+  }
+  // As cudaStreamDestroy: queued work still completes.
+  hs->wait_until(hs->record());
+}
+
+Event CpuBackend::record_event(Stream s) {
+  return Event{s.device, s.id, stream(s)->record()};
+}
+
+void CpuBackend::wait_event(Stream s, Event e) {
+  stream(s)->wait_event(stream(Stream{e.device, e.id}), e.position);
+}
+
+void CpuBackend::synchronize(Stream s) {
+  stream(s)->synchronize();
+}
+
+bool CpuBackend::is_capturing(Stream s) const {
+  return stream(s)->capturing();
+}
+
+void CpuBackend::launch_host_func(Stream s, std::function<void()> fn) {
+  stream(s)->enqueue(std::move(fn));
+}
+
+void CpuBackend::begin_capture(Stream s) {
+  stream(s)->begin_capture();
+}
+
+std::shared_ptr<StreamGraph> CpuBackend::end_capture(Stream s) {
+  return std::make_shared<HostGraph>(stream(s)->end_capture());
+}
+
+void CpuBackend::launch_graph(Stream s, const StreamGraph& g) {
+  const auto* hg = dynamic_cast<const HostGraph*>(&g);
+  if (!hg) throw Error(ErrorCode::kInvalidArgument, "graph was not captured by the cpu backend");
+  // Kept alive by the caller until the stream has run it (as cudaGraphLaunch
+  // needs its exec); the lambda holds a reference.
+  stream(s)->enqueue([hg] { hg->run(); });
 }
 
 bool CpuBackend::supports_op(std::string_view op) const {

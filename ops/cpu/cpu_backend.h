@@ -1,14 +1,19 @@
 // The CPU backend: host memory, a worker pool with one thread per core, and
-// streams that are ordered host executors (work runs synchronously on the
-// caller, so record/wait/synchronize are trivially satisfied).
+// streams that are ordered host executors (streams/host_stream.h): work on a
+// stream runs in order on the thread that found it idle; events are stream
+// positions; capture records host work for replay. Stream 0 is the default
+// stream and always exists.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "ops/backend.h"
 #include "ops/cpu/host_block_cache.h"
 #include "ops/cpu/thread_pool.h"
+#include "streams/host_stream.h"
 
 namespace tensord {
 
@@ -29,11 +34,15 @@ class CpuBackend final : public Backend {
   void copy_on_device(Stream s, void* dst, const void* src, size_t bytes) override;
 
   Stream create_stream(Device d) override;
-  void destroy_stream(Stream s) override {}
-  Event record_event(Stream s) override { return Event{s.device, 0}; }
-  void wait_event(Stream s, Event e) override {}
-  void synchronize(Stream s) override {}
-  bool is_capturing(Stream s) const override { return false; }
+  void destroy_stream(Stream s) override;
+  Event record_event(Stream s) override;
+  void wait_event(Stream s, Event e) override;
+  void synchronize(Stream s) override;
+  bool is_capturing(Stream s) const override;
+  void launch_host_func(Stream s, std::function<void()> fn) override;
+  void begin_capture(Stream s) override;
+  std::shared_ptr<StreamGraph> end_capture(Stream s) override;
+  void launch_graph(Stream s, const StreamGraph& g) override;
 
   bool supports_op(std::string_view op) const override;
 
@@ -45,7 +54,11 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   HostBlockCache cache_;
   std::atomic<int64_t> allocated_{0};
-  std::atomic<int64_t> next_stream_{1};
+  std::shared_ptr<HostStream> stream(Stream s) const;  // not_found for unknown ids
+
+  mutable std::mutex streams_mu_;
+  std::unordered_map<int64_t, std::shared_ptr<HostStream>> streams_;
+  int64_t next_stream_ = 1;
 };
 
 }  // namespace tensord

@@ -6,11 +6,15 @@
 #include <cublas_v2.h>
 
 #include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/green_context.h"
 #include "ops/op_registry.h"
 
 namespace tensord {
@@ -26,6 +30,34 @@ void* driver_symbol(const char* name, int version) {
   }
   return fn;
 }
+
+// A captured stream: the graph and its executable, instantiated once.
+class CudaGraph final : public StreamGraph {
+ public:
+  explicit CudaGraph(cudaGraph_t g) : graph_(g) {
+    cudaError_t e = cudaGraphInstantiate(&exec_, graph_, 0);
+    if (e != cudaSuccess) {
+      cudaGraphDestroy(graph_);
+      TENSORD_CUDA_CHECK(e);
+    }
+  }
+  ~CudaGraph() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  size_t nodes() const override {
+    size_t n = 0;
+    TENSORD_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
+    return n;
+  }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -146,6 +178,57 @@ class CudaBackend final : public Backend {
     return st == cudaStreamCaptureStatusActive;
   }
 
+  // A green context per partition on device 0 (the scheduler's device).
+  // Without driver support for them the partitions share the whole device
+  // (said once on stderr); a split the device cannot give is an error.
+  void set_partitions(const std::vector<PartitionRequest>& parts) override {
+    if (parts.size() <= 1 || !cuda::green_contexts_supported()) {
+      if (parts.size() > 1) std::fprintf(stderr, "tensord: no CUDA green contexts; partitions share the device\n");
+      return;
+    }
+    std::vector<cuda::GreenPartitionRequest> reqs;
+    for (const auto& p : parts) reqs.push_back({p.name, p.share, p.workqueue_limit});
+    std::lock_guard<std::mutex> lk(mu_);
+    green_ = std::make_unique<cuda::GreenContexts>(0, reqs);
+  }
+  Stream create_partition_stream(Device d, int partition) override {
+    if (!green_ || d.index != green_->device() || partition < 0 || static_cast<size_t>(partition) >= green_->size()) {
+      return create_stream(d);
+    }
+    cudaStream_t s = green_->create_stream(static_cast<size_t>(partition));
+    std::lock_guard<std::mutex> lk(mu_);
+    int64_t id = next_id_++;
+    streams_[id] = StreamEntry{s, d};
+    return Stream{d, id};
+  }
+
+  // Host work in stream order: cudaLaunchHostFunc with the function on the
+  // heap, freed by the callback.
+  void launch_host_func(Stream s, std::function<void()> fn) override {
+    auto* heap = new std::function<void()>(std::move(fn));
+    cudaError_t e = cudaLaunchHostFunc(raw(s), &CudaBackend::host_trampoline, heap);
+    if (e != cudaSuccess) {
+      delete heap;
+      TENSORD_CUDA_CHECK(e);
+    }
+  }
+  // Stream capture into a cudaGraph_t (thread-local mode: other threads'
+  // unrelated CUDA calls are not disturbed), instantiated once at the end.
+  void begin_capture(Stream s) override {
+    TENSORD_CUDA_CHECK(cudaSetDevice(s.device.index));
+    TENSORD_CUDA_CHECK(cudaStreamBeginCapture(raw(s), cudaStreamCaptureModeThreadLocal));
+  }
+  std::shared_ptr<StreamGraph> end_capture(Stream s) override {
+    cudaGraph_t g = nullptr;
+    TENSORD_CUDA_CHECK(cudaStreamEndCapture(raw(s), &g));
+    return std::make_shared<CudaGraph>(g);
+  }
+  void launch_graph(Stream s, const StreamGraph& g) override {
+    const auto* cg = dynamic_cast<const CudaGraph*>(&g);
+    if (!cg) throw Error(ErrorCode::kInvalidArgument, "graph was not captured by the cuda backend");
+    TENSORD_CUDA_CHECK(cudaGraphLaunch(cg->exec(), raw(s)));
+  }
+
   bool supports_op(std::string_view op) const override {
     const OpDef* def = OpRegistry::global().find(op);
     return def && def->kernels.count("cuda");
@@ -164,10 +247,21 @@ class CudaBackend final : public Backend {
     return it->second.stream;
   }
 
+  static void CUDART_CB host_trampoline(void* p) {
+    std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(p));
+    try {
+      (*fn)();
+    } catch (...) {  // nothing may unwind into the CUDA runtime
+    }
+  }
+
   int count_;
   std::atomic<int64_t> allocated_{0};
   mutable std::mutex mu_;
   int64_t next_id_ = 1;
+  // Declared before the streams: the destructor body destroys every stream
+  // before the green contexts they run in go away.
+  std::unique_ptr<cuda::GreenContexts> green_;
   std::unordered_map<int64_t, StreamEntry> streams_;
   std::unordered_map<int64_t, cudaEvent_t> events_;
 };

@@ -3,7 +3,9 @@
 import hashlib
 import json
 import os
+import re
 import struct
+import subprocess
 import tempfile
 import time
 
@@ -12,7 +14,7 @@ import requests
 import websocket
 
 import tensord
-from conftest import Server, _stop_and_check
+from conftest import Server, _stop_and_check, server_binary
 
 TOKENS = {"alice": "alice-obs-token", "bob": "bob-obs-token", "root": "root-obs-token"}
 
@@ -244,14 +246,31 @@ def trace(url, token=None, **params):
     return r.json()
 
 
+def trace_with_run_span(url, job, token=None, timeout=5):
+    """/v1/trace once `job`'s run span is in it: the engine records a job's
+    run span (and its final metrics) just after waking the waiter, so a trace
+    read right after the reply may not have it yet."""
+    deadline = time.time() + timeout
+    while True:
+        doc = trace(url, token)
+        if any(e["ph"] == "X" and e.get("cat") == "job" and e["args"].get("job") == job for e in doc["traceEvents"]):
+            return doc
+        assert time.time() < deadline, "no run span for %s within %ss" % (job, timeout)
+        time.sleep(0.02)
+
+
 def test_trace_structure(base_url):
     job = run(base_url)
-    doc = trace(base_url)
+    doc = trace_with_run_span(base_url, job)
     assert doc["displayTimeUnit"] == "ms"
     evs = doc["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
     assert any(n.startswith("runner default") for n in names.values()), names
     assert any(n.startswith("request thread") for n in names.values()), names
+    # A lane per partition and stream: the job ran on one of the default
+    # partition's streams (workqueue_limit 2: streams 0 and 1).
+    run_span = next(e for e in evs if e["ph"] == "X" and e.get("cat") == "job" and e["args"].get("job") == job)
+    assert re.match(r"runner default stream [01] #\d+$", names[run_span["tid"]]), names[run_span["tid"]]
     xs = [e for e in evs if e["ph"] == "X"]
     for e in xs:
         assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)) and e["dur"] >= 0
@@ -311,3 +330,211 @@ def test_trace_is_per_tenant(tenant_server):
     assert jb in b and ja not in b
     assert {ja, jb} <= jobs_in(trace(url, TOKENS["root"]))
     assert requests.get(url + "/v1/trace", timeout=10).status_code == 401
+
+
+def test_graph_replay_op_spans_carry_graph_id(base_url):
+    """A captured graph's replay: its op spans and run span name the graph
+    (args.graph), with node ids and shapes; a plain /v1/run's do not."""
+    f32 = lambda shape: {"dtype": "float32", "shape": shape}
+    prog = {"inputs": {"x": f32([4])},
+            "nodes": [{"id": "gm", "op": "mul", "args": ["x", 3.0], "outputs": ["y"]},
+                      {"id": "gs", "op": "sum", "args": ["y"], "outputs": ["t"]}],
+            "outputs": ["t"]}
+    r = requests.post(base_url + "/v1/graphs", json={"program": prog, "inputs": {"x": f32([4])}}, timeout=30)
+    assert r.status_code == 201, r.text
+    gid = r.json()["id"]
+    try:
+        r = requests.post(base_url + "/v1/graphs/%s/replay" % gid,
+                          json={"inputs": {"x": {"dtype": "float32", "shape": [4], "data": [1, 2, 3, 4]}}},
+                          timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["outputs"]["t"]["data"] in (30.0, [30.0])
+        job = r.json()["job"]["id"]
+        plain = run(base_url)
+        trace_with_run_span(base_url, job)
+        evs = trace_with_run_span(base_url, plain)["traceEvents"]
+    finally:
+        requests.delete(base_url + "/v1/graphs/" + gid, timeout=30)
+    ops = [e for e in evs if e["ph"] == "X" and e["cat"] == "op" and e["args"]["job"] == job]
+    assert [o["args"]["node"] for o in ops] == ["gm", "gs"], ops
+    for o in ops:
+        assert o["args"]["graph"] == gid, o
+    assert ops[0]["args"]["op"] == "mul"
+    assert ops[0]["args"]["inputs"][0] == "float32[4]" and ops[0]["args"]["outputs"] == ["float32[4]"]
+    assert ops[1]["args"]["outputs"] == ["float32[]"]
+    run_span = [e for e in evs if e["ph"] == "X" and e["cat"] == "job" and e["args"]["job"] == job]
+    assert len(run_span) == 1 and run_span[0]["args"]["graph"] == gid
+    assert run_span[0]["args"]["state"] == "succeeded"
+    plain_ops = [e for e in evs if e["ph"] == "X" and e["cat"] == "op" and e["args"]["job"] == plain]
+    assert plain_ops and all("graph" not in o["args"] for o in plain_ops)
+
+
+# ---------------------------------------------------------------- --metrics / --trace off
+
+TINY_RUN = {"program": {"nodes": [{"id": "a", "op": "mul", "args": ["x", 2.0], "outputs": ["y"]},
+                                  {"id": "s", "op": "sum", "args": ["y"], "outputs": ["t"]}],
+                        "outputs": ["t"]},
+            "inputs": {"x": {"dtype": "float32", "shape": [16], "data": [1.0] * 16}}}
+
+
+def test_metrics_off_records_nothing_and_metrics_still_answers():
+    srv = Server(["--metrics", "off"], name="metrics-off")
+    try:
+        for _ in range(3):
+            r = requests.post(srv.url + "/v1/run", json=TINY_RUN, timeout=30)
+            assert r.status_code == 200, r.text
+            assert r.json()["outputs"]["t"]["data"] in (32.0, [32.0])
+        r = requests.get(srv.url + "/metrics", timeout=10)
+        assert r.status_code == 200
+        text = r.text
+        assert r.headers["content-type"].startswith("text/plain")
+        assert 'tensord_build_info{backend="cpu"' in text
+        for family in ("process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"):
+            assert family in text, family
+        for family in ("tensord_http_requests_total", "tensord_http_request_duration_seconds", "tensord_jobs_total",
+                       "tensord_job_run_seconds", "tensord_op_launches_total", "tensord_op_seconds",
+                       "tensord_queue_depth", "tensord_tenant_memory_bytes"):
+            assert family not in text, family
+        p = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
+        # The trace is independent of --metrics.
+        ops = [e for e in trace(srv.url)["traceEvents"] if e["ph"] == "X" and e.get("cat") == "op"]
+        assert len(ops) == 6
+    finally:
+        _stop_and_check(srv)
+
+
+def test_trace_off_records_no_spans():
+    srv = Server(["--trace", "off", "--metrics", "on"], name="trace-off")
+    try:
+        r = requests.post(srv.url + "/v1/run", json=TINY_RUN, timeout=30)
+        assert r.status_code == 200, r.text
+        doc = trace(srv.url)
+        assert [e for e in doc["traceEvents"] if e["ph"] != "M"] == []
+        want = 'tensord_jobs_total{partition="default",state="succeeded",tenant="default"} 1'
+        deadline = time.time() + 5
+        while want not in requests.get(srv.url + "/metrics", timeout=10).text:  # recorded just after the reply
+            assert time.time() < deadline, want
+            time.sleep(0.02)
+        text = requests.get(srv.url + "/metrics", timeout=10).text
+        assert 'tensord_op_launches_total{backend="cpu",op="mul"} 1' in text
+    finally:
+        _stop_and_check(srv)
+
+
+@pytest.mark.parametrize("args", [["--metrics", "maybe"], ["--metrics", "ON"], ["--metrics", ""], ["--metrics=1"],
+                                  ["--metrics"], ["--trace", "yes"], ["--trace=off2"], ["--trace"]])
+def test_bad_metrics_and_trace_flags_exit_2(args):
+    p = subprocess.run([server_binary(), "--listen", "127.0.0.1:0"] + args, capture_output=True, timeout=30)
+    assert p.returncode == 2, (args, p.stderr)
+    assert b"usage" in p.stderr
+    assert (b"--metrics" if "metrics" in args[0] else b"--trace") in p.stderr
+
+
+def test_help_lists_metrics_and_trace_flags():
+    p = subprocess.run([server_binary(), "--help"], capture_output=True, timeout=30)
+    assert p.returncode == 0
+    assert b"--metrics on|off" in p.stdout and b"--trace on|off" in p.stdout
+
+
+# ---------------------------------------------------------------- /metrics: the table of API.md 9
+
+# (name, type, labels every series must have) for each family of the table.
+METRIC_TABLE = [
+    ("tensord_build_info", "gauge", {"version", "backend"}),
+    ("tensord_http_requests_total", "counter", {"route", "method", "code"}),
+    ("tensord_http_request_duration_seconds", "histogram", {"route"}),
+    ("tensord_jobs_total", "counter", {"tenant", "partition", "state"}),
+    ("tensord_job_queue_seconds", "histogram", {"tenant", "partition"}),
+    ("tensord_job_run_seconds", "histogram", {"tenant", "partition"}),
+    ("tensord_queue_depth", "gauge", {"tenant", "partition"}),
+    ("tensord_partition_inflight", "gauge", {"partition"}),
+    ("tensord_partition_workqueue_limit", "gauge", {"partition"}),
+    ("tensord_op_launches_total", "counter", {"op", "backend"}),
+    ("tensord_op_seconds", "histogram", {"op"}),
+    ("tensord_tenant_busy_seconds_total", "counter", {"tenant", "partition"}),
+    ("tensord_tenant_memory_bytes", "gauge", {"tenant"}),
+    ("tensord_tenant_memory_limit_bytes", "gauge", {"tenant"}),
+    ("tensord_device_memory_bytes", "gauge", {"device", "kind"}),
+    ("tensord_graph_replays_total", "counter", {"tenant"}),
+    ("process_resident_memory_bytes", "gauge", set()),
+    ("process_cpu_seconds_total", "counter", set()),
+    ("process_open_fds", "gauge", set()),
+]
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_exposition(text):
+    """({family: type}, [(sample name, {label: value}, value)])."""
+    types, samples = {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            types[name] = typ
+        elif line and not line.startswith("#"):
+            m = SAMPLE_RE.match(line)
+            assert m, "unparsable sample line: %r" % line
+            samples.append((m.group(1), dict(LABEL_RE.findall(m.group(2) or "")), float(m.group(3))))
+    return types, samples
+
+
+def check_families(text, table):
+    types, samples = parse_exposition(text)
+    problems = []
+    for name, typ, labels in table:
+        if types.get(name) != typ:
+            problems.append("%s: type %s, want %s" % (name, types.get(name), typ))
+            continue
+        series = name + "_count" if typ == "histogram" else name
+        found = [l for s, l, _ in samples if s == series]
+        if not found:
+            problems.append("%s: no series" % name)
+        elif not all(labels <= set(l) for l in found):
+            problems.append("%s: a series lacks labels %s: %s" % (name, sorted(labels), found[:3]))
+    return problems
+
+
+def traffic(url):
+    run(url)
+    f32 = {"dtype": "float32", "shape": [2]}
+    r = requests.post(url + "/v1/graphs", json={"program": {"inputs": {"x": f32}, "nodes": [
+        {"id": "n", "op": "neg", "args": ["x"], "outputs": ["y"]}], "outputs": ["y"]}, "inputs": {"x": f32}},
+        timeout=30)
+    assert r.status_code == 201, r.text
+    gid = r.json()["id"]
+    r = requests.post(url + "/v1/graphs/%s/replay" % gid,
+                      json={"inputs": {"x": {"dtype": "float32", "shape": [2], "data": [1, 2]}}}, timeout=30)
+    assert r.status_code == 200, r.text
+    requests.delete(url + "/v1/graphs/" + gid, timeout=30)
+
+
+def test_metrics_has_every_family_of_the_table(base_url):
+    traffic(base_url)
+    deadline = time.time() + 5
+    while True:  # a job's series are recorded just after its reply
+        text = requests.get(base_url + "/metrics", timeout=10).text
+        problems = check_families(text, METRIC_TABLE)
+        if not problems or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert not problems, "\n".join(problems)
+    _, samples = parse_exposition(text)
+    kinds = {l.get("kind") for s, l, _ in samples if s == "tensord_device_memory_bytes"}
+    assert kinds == {"used", "total"}, kinds
+
+
+def test_route_label_is_the_template_not_the_path(base_url):
+    name = "routecheck-%d" % int(time.time() * 1e6)
+    r = requests.get(base_url + "/v1/tensors/" + name, timeout=10)
+    assert r.status_code == 404
+    r = requests.get(base_url + "/v1/jobs/job-%s" % name, timeout=10)
+    assert r.status_code == 404
+    text = requests.get(base_url + "/metrics", timeout=10).text
+    assert name not in text
+    _, samples = parse_exposition(text)
+    routes = {l["route"] for s, l, _ in samples if s == "tensord_http_requests_total"}
+    assert "/v1/tensors/{name}" in routes and "/v1/jobs/{id}" in routes, routes
+    codes = {(l["route"], l["code"]) for s, l, _ in samples if s == "tensord_http_requests_total"}
+    assert ("/v1/tensors/{name}", "404") in codes

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "ops/error.h"
+#include "ops/fake/fake_backend.h"
 #include "tests/unit/graphs/program_builder.h"
 
 namespace tensord {
@@ -224,6 +225,26 @@ TEST(EngineAsync, QueueFullCarriesRetryAfter) {
   a->cancel("done");
   b->cancel("done");
   e.shutdown();  // waits for the running job before the tenant goes away
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+
+TEST(EngineStreams, OneStreamPerRunnerOfEachPartition) {
+  auto fake = std::make_unique<FakeBackend>();
+  FakeBackend* f = fake.get();
+  ServerConfig c = config_with(3);
+  PartitionConfig second = c.partitions[0];
+  second.name = "second";
+  second.share = 0.25;
+  second.workqueue_limit = 2;
+  c.partitions[0].share = 0.5;
+  c.partitions.push_back(second);
+  Engine e(std::move(fake), c);
+  EXPECT_EQ(f->live_streams(), 5);  // 3 + 2: a stream per runner, made once at start
 }
 
 }  // namespace

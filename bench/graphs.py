@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Graph replay against /v1/run (issue 5, DESIGN.md targets), in one run:
+
+* a 200-node program on small float32 tensors (64 elements: a chain of
+  elementwise ops with a reduction every 20 nodes folded back in), sent
+  through POST /v1/run and replayed from a graph captured once: the client's
+  round trip over one keep-alive connection (http.client, request body
+  pre-encoded, response JSON decoded outside the timing), and the server-side
+  time (the Server-Timing
+  header: the whole request from headers read to response, so /v1/run's
+  includes parsing and compiling the program), median of many;
+* the per-node replay overhead: the slope of the replay's server-side time
+  between chains of 100 and 400 trivial ops (neg on 16 floats; the kernels'
+  own time is included, so this is an upper bound), and the same slope of
+  the job's run_ms (executor only); with the C++ microbenchmark
+  (build/bench/graphs_replay_bench) when it is built: plan replay vs
+  execute_program vs the kernels called directly, per node.
+
+    python3 bench/graphs.py [--build build] [--requests 300] [--server-args "--trace off"]
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import requests
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+N = 64  # elements per tensor
+
+
+def start_server(binary, extra=()):
+    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--backend", "cpu"] + list(extra), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    line = p.stderr.readline().decode()
+    m = re.search(r"listening on (http://\S+)", line)
+    if not m:
+        p.kill()
+        raise SystemExit("server did not start: " + line)
+    threading.Thread(target=lambda: [None for _ in iter(p.stderr.readline, b"")], daemon=True).start()
+    return p, m.group(1)
+
+
+def program_200():
+    """200 nodes: elementwise chain on x (float32[64]) with a sum/mean/amax
+    every 20 nodes broadcast back in; outputs the chain's end and the last
+    reduction."""
+    nodes = []
+    cur = "x"
+    k = 0
+
+    def add(op, args, kwargs=None):
+        nonlocal k
+        out = "v%d" % k
+        node = {"id": "n%d" % k, "op": op, "args": args, "outputs": [out]}
+        if kwargs:
+            node["kwargs"] = kwargs
+        nodes.append(node)
+        k += 1
+        return out
+
+    cycle = [lambda v: add("mul", [v, 0.999]),
+             lambda v: add("add", [v, 0.01]),
+             lambda v: add("tanh", [v]),
+             lambda v: add("sub", [v, "x"]),
+             lambda v: add("maximum", [v, "x"]),
+             lambda v: add("neg", [v]),
+             lambda v: add("abs", [v])]
+    red = None
+    i = 0
+    while k < 200:
+        if k % 20 == 18:
+            red = add(["sum", "mean", "amax"][(k // 20) % 3], [cur])
+            cur = add("add", [cur, red])
+            continue
+        cur = cycle[i % len(cycle)](cur)
+        i += 1
+    assert len(nodes) == 200
+    return {"inputs": {"x": {"dtype": "float32", "shape": [N]}}, "nodes": nodes, "outputs": [cur, red]}
+
+
+def chain_program(n, size=16):
+    nodes = [{"id": "n%d" % i, "op": "neg", "args": ["x" if i == 0 else "v%d" % (i - 1)], "outputs": ["v%d" % i]}
+             for i in range(n)]
+    return {"inputs": {"x": {"dtype": "float32", "shape": [size]}}, "nodes": nodes, "outputs": ["v%d" % (n - 1)]}
+
+
+def server_ms(r):
+    m = re.search(r"total;dur=([0-9.]+)", r.getheader("Server-Timing") or "")
+    return float(m.group(1)) if m else float("nan")
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection (http.client: the requests library
+    adds ~0.3 ms of client-side work per call, which would hide the server)."""
+
+    def __init__(self, url):
+        host, port = url.split("//", 1)[1].split(":")
+        self.c = http.client.HTTPConnection(host, int(port), timeout=60)
+
+    def post(self, path, data):
+        self.c.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        r = self.c.getresponse()
+        body = r.read()
+        if r.status >= 300:
+            raise SystemExit("POST %s: %d %s" % (path, r.status, body[:300]))
+        return r, body
+
+
+def timed(conn, path, body, n, warm=20):
+    """Median round trip (request written to response body read, JSON
+    decoding excluded), Server-Timing total, job run_ms and queue_ms."""
+    data = json.dumps(body).encode()
+    for _ in range(warm):
+        conn.post(path, data)
+    rtt, srv, run, queue = [], [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r, raw = conn.post(path, data)
+        rtt.append((time.perf_counter() - t0) * 1e3)
+        srv.append(server_ms(r))
+        job = json.loads(raw)["job"]
+        run.append(job["run_ms"])
+        queue.append(job["queue_ms"])
+    med = statistics.median
+    return {"rtt": med(rtt), "server": med(srv), "run": med(run), "queue": med(queue)}
+
+
+def capture(session, url, prog):
+    r = session.post(url + "/v1/graphs", data=json.dumps({"program": prog, "inputs": prog["inputs"]}),
+                     headers={"Content-Type": "application/json"}, timeout=60)
+    r.raise_for_status()
+    return r.json()["id"]
+
+
+def tensor(size, seed):
+    return {"dtype": "float32", "shape": [size], "data": [((i * 37 + seed) % 17 - 8) / 8.0 for i in range(size)]}
+
+
+def microbench(build):
+    exe = os.path.join(build, "bench", "graphs_replay_bench")
+    if not os.path.exists(exe):
+        return None
+    out = subprocess.run([exe], capture_output=True, text=True, timeout=600)
+    return out.stdout.strip() if out.returncode == 0 else "graphs_replay_bench failed: " + out.stderr.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("TENSORD_BUILD", os.path.join(REPO, "build")))
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--server-args", default="", help='extra server flags, e.g. "--trace off --metrics off"')
+    args = ap.parse_args()
+    proc, url = start_server(os.path.join(args.build, "tensord"), args.server_args.split())
+    try:
+        s = requests.Session()
+        c = Conn(url)
+        prog = program_200()
+        x = tensor(N, 3)
+        run = timed(c, "/v1/run", {"program": prog, "inputs": {"x": x}}, args.requests)
+        gid = capture(s, url, prog)
+        rep = timed(c, "/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}}, args.requests)
+        # Same answers either way.
+        a = s.post(url + "/v1/run", json={"program": prog, "inputs": {"x": x}}).json()["outputs"]
+        b = s.post(url + "/v1/graphs/%s/replay" % gid, json={"inputs": {"x": x}}).json()["outputs"]
+        same = all(a[k]["data"] == b[k]["data"] for k in a)
+
+        slopes = {}
+        for route in ("replay", "run"):
+            pts = {}
+            for n in (100, 400):
+                p = chain_program(n)
+                xin = tensor(16, 5)
+                if route == "replay":
+                    g = capture(s, url, p)
+                    pts[n] = timed(c, "/v1/graphs/%s/replay" % g, {"inputs": {"x": xin}}, args.requests)
+                else:
+                    pts[n] = timed(c, "/v1/run", {"program": p, "inputs": {"x": xin}}, args.requests // 3)
+            slopes[route] = {k: (pts[400][k] - pts[100][k]) / 300 * 1e3 for k in ("server", "run", "rtt")}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    print("## graphs: 200-node program, float32[%d], %d requests each (median ms)%s"
+          % (N, args.requests, "; server flags: " + args.server_args if args.server_args else ""))
+    print()
+    print("| path | round trip ms | server ms (Server-Timing) | job run_ms | job queue_ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in (("/v1/run", run), ("graph replay", rep)):
+        print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, r["rtt"], r["server"], r["run"], r["queue"]))
+    e2e = run["rtt"] / rep["rtt"]
+    srv = run["server"] / rep["server"]
+    print()
+    print("replay vs /v1/run: end to end %.1fx (target >= 3x: %s), server-side %.1fx (target >= 10x: %s); "
+          "executor alone (run_ms) %.1fx; same outputs: %s"
+          % (e2e, "met" if e2e >= 3 else "NOT met", srv, "met" if srv >= 10 else "NOT met",
+             run["run"] / max(rep["run"], 1e-9), same))
+    print()
+    print("per-node cost, slope between 100- and 400-node chains of neg on float32[16] (us/node, kernel included):")
+    print()
+    print("| path | server (Server-Timing) | job run_ms | round trip |")
+    print("|---|---:|---:|---:|")
+    for route in ("replay", "run"):
+        sl = slopes[route]
+        print("| %s | %.3f | %.3f | %.3f |" % (route, sl["server"], sl["run"], sl["rtt"]))
+    ov = slopes["replay"]["run"]
+    print()
+    print("per-node replay overhead (run_ms slope, upper bound): %.3f us (target < 2 us: %s)"
+          % (ov, "met" if ov < 2 else "NOT met"))
+    mb = microbench(args.build)
+    if mb:
+        print()
+        print(mb)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

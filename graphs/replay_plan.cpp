@@ -1,0 +1,261 @@
+#include "graphs/replay_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <new>
+
+#include "graphs/buffer_plan.h"
+#include "graphs/control_flow.h"
+#include "graphs/pending_store.h"
+#include "ops/backend.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+struct ReplayPlan::Instruction {
+  const BoundNode* node = nullptr;
+  const KernelFn* kernel = nullptr;  // null for control flow
+  bool general = false;              // control flow or in-place: no slots, results copied in
+  OpArgs<Tensor> args;               // over the static tensors
+  // Per result the kernel returns: the named outputs' static tensors first,
+  // then scratch buffers for results the node does not name.
+  std::vector<Tensor> slots;
+};
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t aligned_bytes(const TensorMeta& m) {
+  return (m.nbytes() + kAlign - 1) / kAlign * kAlign;
+}
+
+bool same_buffer(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.data() == b.data();
+}
+
+// The metas of every result the op returns (a node may name fewer).
+std::vector<TensorMeta> result_metas(const CompiledProgram& cp, const BoundNode& b) {
+  OpArgs<TensorMeta> args = bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; });
+  std::vector<TensorMeta> m = b.op->infer(args);
+  for (size_t k = 0; k < b.outputs.size() && k < m.size(); ++k)
+    m[k] = cp.values[static_cast<size_t>(b.outputs[k])].meta;
+  for (auto& r : m) r.wrapped_number = false;
+  return m;
+}
+
+}  // namespace
+
+ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map<std::string, Tensor>& input_buffers,
+                       GraphPool& pool, Backend* backend, Device device)
+    : cp_(std::move(cp)) {
+  flat_ = device.type == DeviceType::kCPU;
+  if (flat_) bind(input_buffers, pool, backend);
+}
+
+ReplayPlan::~ReplayPlan() = default;
+
+size_t ReplayPlan::instructions() const {
+  return flat_ ? code_.size() : cp_->nodes.size();
+}
+
+size_t ReplayPlan::general_instructions() const {
+  if (!flat_) return cp_->nodes.size();
+  return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.general; }));
+}
+
+size_t ReplayPlan::buffers() const {
+  return n_buffers_;
+}
+
+void ReplayPlan::bind(const std::map<std::string, Tensor>& input_buffers, GraphPool& pool, Backend* backend) {
+  const CompiledProgram& cp = *cp_;
+  const std::string_view bname = backend ? backend->name() : std::string_view("cpu");
+  values_.resize(cp.values.size());
+  for (size_t v = 0; v < cp.values.size(); ++v) {
+    if (cp.constants[v].defined()) values_[v] = cp.constants[v];
+  }
+  for (const auto& [name, id] : cp.inputs) {
+    auto it = input_buffers.find(name);
+    TENSORD_ASSERT(it != input_buffers.end());
+    TENSORD_ASSERT(it->second.meta().dtype == cp.values[static_cast<size_t>(id)].meta.dtype &&
+                   it->second.shape() == cp.values[static_cast<size_t>(id)].meta.shape);
+    values_[static_cast<size_t>(id)] = it->second;
+    inputs_.emplace_back(name, it->second);
+  }
+
+  // Every result of every node gets a buffer; values that are never live at
+  // once share one.
+  struct Result {
+    size_t node;
+    size_t k;
+    TensorMeta meta;
+  };
+  std::vector<Result> results;
+  std::vector<BufferUse> uses;
+  code_.resize(cp.nodes.size());
+  for (size_t i = 0; i < cp.nodes.size(); ++i) {
+    const BoundNode& b = cp.nodes[i];
+    Instruction& ins = code_[i];
+    ins.node = &b;
+    ins.general = b.control != nullptr || b.op->mutates >= 0;
+    if (!b.control) {
+      auto kit = b.op->kernels.find(bname);
+      if (kit == b.op->kernels.end()) {
+        throw Error(ErrorCode::kUnsupported, "backend " + std::string(bname) + " does not support " + b.op->name, b.id);
+      }
+      ins.kernel = &kit->second;
+    }
+    // General instructions return fresh results: buffers for the named ones only.
+    std::vector<TensorMeta> metas;
+    if (ins.general) {
+      for (int v : b.outputs) metas.push_back(cp.values[static_cast<size_t>(v)].meta);
+    } else {
+      metas = result_metas(cp, b);
+    }
+    for (size_t k = 0; k < metas.size(); ++k) {
+      BufferUse u;
+      u.def = static_cast<int>(i);
+      u.last = static_cast<int>(i);
+      if (k < b.outputs.size()) {
+        const ValueInfo& vi = cp.values[static_cast<size_t>(b.outputs[k])];
+        u.last = vi.last_use == INT_MAX ? INT_MAX : std::max(vi.last_use, static_cast<int>(i));
+      }
+      u.bytes = aligned_bytes(metas[k]);
+      uses.push_back(u);
+      results.push_back(Result{i, k, metas[k]});
+    }
+  }
+  BufferAssignment a = assign_buffers(uses);
+  n_buffers_ = a.sizes.size();
+  std::vector<Tensor> chunks = pool.bind(a.sizes);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const Result& res = results[r];
+    const Tensor& chunk = chunks[static_cast<size_t>(a.buffer_of[r])];
+    Tensor t(res.meta, chunk.storage(), 0);
+    const BoundNode& b = cp.nodes[res.node];
+    if (res.k < b.outputs.size()) values_[static_cast<size_t>(b.outputs[res.k])] = t;
+    code_[res.node].slots.push_back(std::move(t));
+  }
+  for (const auto& c : chunks) static_storage_.push_back(c.storage().get());
+  for (const auto& [name, t] : inputs_) static_storage_.push_back(t.storage().get());
+  std::sort(static_storage_.begin(), static_storage_.end(), std::less<>());
+
+  for (size_t i = 0; i < cp.nodes.size(); ++i) {
+    code_[i].args = bind_node_args<Tensor>(cp.nodes[i], [this](size_t v) { return values_[v]; });
+  }
+}
+
+bool ReplayPlan::is_static(const Tensor& t) const {
+  return t.defined() &&
+         std::binary_search(static_storage_.begin(), static_storage_.end(), t.storage().get(), std::less<>());
+}
+
+Tensor ReplayPlan::copy_out(const Tensor& t) const {
+  Tensor c = Tensor::empty_host(t.dtype(), t.shape());
+  if (t.nbytes()) std::memcpy(c.data(), t.data(), t.nbytes());
+  return c;
+}
+
+void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
+  for (const auto& [name, buf] : inputs_) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
+    const Tensor& t = it->second;
+    if (same_buffer(t, buf)) continue;  // loaded by the caller (load_replay_inputs)
+    if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
+      throw Error(ErrorCode::kConflict,
+                  "input '" + name + "' is " + t.meta().str() + ", the graph was captured with " + buf.meta().str());
+    }
+    if (t.device().type != DeviceType::kCPU) {
+      throw Error(ErrorCode::kUnsupported, "graph replay copies inputs on the host only (for now)");
+    }
+    if (buf.nbytes()) std::memcpy(buf.data(), t.data(), buf.nbytes());
+  }
+}
+
+ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
+  if (!flat_) return execute_program(*cp_, inputs, opts);
+  load_inputs(inputs);
+  const CompiledProgram& cp = *cp_;
+  PendingStore pending(opts.stored_read, [this](Tensor t) { return is_static(t) ? copy_out(t) : t; });
+  OpContext ctx = opts.ctx;
+  ctx.stored = &pending;
+  ctx.out_slots = nullptr;
+  OutputSlots slots;
+  int64_t copies = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (Instruction& ins : code_) {
+    const BoundNode& b = *ins.node;
+    if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
+      throw Error(ErrorCode::kCancelled, "job cancelled before node '" + b.id + "'", b.id);
+    }
+    if (t0 > opts.deadline) {
+      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
+    }
+    std::vector<Tensor> out;
+    try {
+      if (b.control) {
+        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
+                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
+        out = run_control_flow(b, ins.args.tensors[0], opts, io);
+      } else if (ins.general) {
+        out = (*ins.kernel)(ctx, ins.args);
+      } else {
+        slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
+        ctx.out_slots = &slots;
+        out = (*ins.kernel)(ctx, ins.args);
+        ctx.out_slots = nullptr;
+      }
+    } catch (const Error& e) {
+      throw e.with_node(b.id);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
+    }
+    const size_t n = b.outputs.size();
+    if (out.size() < n) throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor& dst = values_[static_cast<size_t>(b.outputs[k])];
+      if (out[k].dtype() != dst.dtype() || out[k].shape() != dst.shape()) {
+        throw Error(
+            ErrorCode::kInternal,
+            b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + dst.meta().str(), b.id);
+      }
+      if (same_buffer(out[k], dst)) continue;
+      // In another result's buffer (a kernel that allocated them out of
+      // order): set it aside before the copies below overwrite it.
+      for (size_t j = 0; j < ins.slots.size(); ++j) {
+        if (j != k && out[k].storage() == ins.slots[j].storage()) {
+          out[k] = copy_out(out[k]);
+          break;
+        }
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor& dst = values_[static_cast<size_t>(b.outputs[k])];
+      if (same_buffer(out[k], dst)) continue;
+      if (dst.nbytes()) std::memcpy(dst.data(), out[k].data(), dst.nbytes());
+      ++copies;
+    }
+    if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count());
+    t0 = t1;
+  }
+  if (copies) slot_copies_.fetch_add(copies, std::memory_order_relaxed);
+
+  ExecResult res;
+  res.outputs.reserve(cp.outputs.size());
+  for (const auto& [name, id] : cp.outputs) {
+    const Tensor& t = values_[static_cast<size_t>(id)];
+    // Constants and stored snapshots are never overwritten; the rest is.
+    res.outputs.emplace_back(name, is_static(t) ? copy_out(t) : t);
+  }
+  res.stored_writes = pending.take();
+  return res;
+}
+
+}  // namespace tensord

@@ -1,0 +1,90 @@
+// A captured graph's executable form on the CPU (API.md 4.3): a flat list of
+// instructions over buffers bound once, at capture. Each instruction holds
+// its kernel (resolved for the backend: no lookup by name at replay), its
+// argument list prebuilt over the static buffers (inputs, constants, and
+// node outputs in chunks of the graph's pool, shared by values whose
+// lifetimes do not overlap: graphs/buffer_plan.h) and the buffers its
+// results go to, which OpContext::empty hands the kernel (OutputSlots).
+// Replay copies the request's inputs into the static input buffers (a no-op
+// when they already are those buffers) and runs the list: no JSON, no
+// validation, no planning, and no backend allocation for the kernels that
+// allocate their results through OpContext::empty (every elementwise,
+// reduction, shape, creation and linalg op; a kernel's own host scratch,
+// such as a cast copy of a scalar operand, stays as it is).
+//
+// Where a result does not land in its buffer (a view such as reshape, `to`
+// returning its input, a temporary that took the slot), it is copied there,
+// so the memory plan holds whatever a kernel does. Control-flow nodes and
+// in-place ops (copy_) keep the general path inside the plan: their kernels
+// and bodies allocate as execute_program's do, and their results are copied
+// into their buffers. Writes to stored tensors (copy_, optimizers) and the
+// program's outputs are copied out of the static buffers, which the next
+// replay of any graph sharing the pool overwrites.
+//
+// On a device other than the CPU the plan runs execute_program (the static
+// buffers are host-copied; CUDA graphs are a separate path).
+//
+// Thread-safety: run() only under the pool's run mutex (one replay at a time
+// per pool); everything else is immutable after construction.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graphs/compiled_program.h"
+#include "graphs/executor.h"
+#include "graphs/graph_pool.h"
+
+namespace tensord {
+
+class ReplayPlan {
+ public:
+  // Binds `cp` to `input_buffers` (one per program input, as captured) and
+  // to chunks of `pool`. Throws unsupported when `backend` has no kernel
+  // for an op, quota_exceeded when the pool cannot grow.
+  ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map<std::string, Tensor>& input_buffers,
+             GraphPool& pool, Backend* backend, Device device);
+  ~ReplayPlan();
+  ReplayPlan(const ReplayPlan&) = delete;
+  ReplayPlan& operator=(const ReplayPlan&) = delete;
+
+  // Runs the instructions once. `inputs` by name: the static input buffers
+  // themselves, or tensors of the captured dtype and shape (copied in;
+  // another shape or dtype is conflict, a missing input bad_request).
+  // Outputs and stored writes are fresh tensors. Caller holds the pool's
+  // run mutex.
+  ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+
+  const CompiledProgram& program() const { return *cp_; }
+  const std::shared_ptr<const CompiledProgram>& shared_program() const { return cp_; }
+  size_t instructions() const;
+  // Instructions on the general path (control flow, in-place ops).
+  size_t general_instructions() const;
+  // Pool buffers the plan binds (one chunk each).
+  size_t buffers() const;
+  // Results that did not land in their buffer and were copied there, over
+  // every run so far (0 for a plan whose kernels all write in place).
+  int64_t slot_copies() const { return slot_copies_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Instruction;
+  void bind(const std::map<std::string, Tensor>& input_buffers, GraphPool& pool, Backend* backend);
+  void load_inputs(const std::map<std::string, Tensor>& inputs);
+  bool is_static(const Tensor& t) const;
+  Tensor copy_out(const Tensor& t) const;
+
+  std::shared_ptr<const CompiledProgram> cp_;
+  bool flat_ = false;  // false: run() is execute_program (not a CPU device)
+  std::vector<Instruction> code_;
+  std::vector<Tensor> values_;  // per value id: its static tensor (input buffer, constant, pool view)
+  std::vector<std::pair<std::string, Tensor>> inputs_;  // name -> static input buffer
+  std::vector<const Storage*> static_storage_;          // sorted: input buffers and pool chunks
+  size_t n_buffers_ = 0;
+  std::atomic<int64_t> slot_copies_{0};
+};
+
+}  // namespace tensord

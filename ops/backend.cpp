@@ -1,0 +1,34 @@
+// The optional capabilities' defaults (backend.h): partitions are a no-op
+// and partition streams plain streams; capture and host functions are
+// unsupported.
+#include "ops/backend.h"
+
+#include "ops/error.h"
+
+namespace tensord {
+
+namespace {
+[[noreturn]] void unsupported(const Backend& b, const char* what) {
+  throw Error(ErrorCode::kUnsupported, "backend " + std::string(b.name()) + " does not support " + what);
+}
+}  // namespace
+
+void Backend::set_partitions(const std::vector<PartitionRequest>&) {}
+Stream Backend::create_partition_stream(Device d, int) {
+  return create_stream(d);
+}
+
+void Backend::launch_host_func(Stream, std::function<void()>) {
+  unsupported(*this, "host functions on streams");
+}
+void Backend::begin_capture(Stream) {
+  unsupported(*this, "stream capture");
+}
+std::shared_ptr<StreamGraph> Backend::end_capture(Stream) {
+  unsupported(*this, "stream capture");
+}
+void Backend::launch_graph(Stream, const StreamGraph&) {
+  unsupported(*this, "graph launch");
+}
+
+}  // namespace tensord

@@ -1,0 +1,82 @@
+// GraphStore (graphs/graph_store.h): capture builds the replay plan over the
+// graph's input buffers and its pool; graphs of one pool share its chunks;
+// the tenant's memory is back where it was once every graph is erased.
+#include "graphs/graph_store.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/error.h"
+#include "ops/memory_account.h"
+#include "tests/unit/graphs/counting_backend.h"
+#include "tests/unit/graphs/program_builder.h"
+
+namespace tensord {
+namespace {
+using namespace testing_util;
+
+CompiledProgram affine(int64_t n) {
+  Program p;
+  p.nodes.push_back(node("m", "mul", {ref("x"), lit(Attr(3.0))}, {"y"}));
+  p.nodes.push_back(node("a", "add", {ref("y"), lit(Attr(1.0))}, {"z"}));
+  p.nodes.push_back(node("s", "sum", {ref("z")}, {"t"}));
+  p.outputs = {"z", "t"};
+  return compile_program(p, {{"x", TensorMeta{DType::kFloat32, {n}}}}, nullptr);
+}
+
+TEST(GraphStore, CaptureChargesBuffersAndPoolEraseReleasesThem) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  auto g1 = store.capture("t", acct, &backend, Device{}, affine(1024));
+  ASSERT_TRUE(g1->plan);
+  EXPECT_EQ(g1->plan->instructions(), 3u);
+  EXPECT_EQ(g1->bytes(), acct->used());
+  EXPECT_GE(g1->bytes(), 2 * 1024 * 4) << "input buffer + at least the z buffer";
+  auto g2 = store.capture("t", acct, &backend, Device{}, affine(1024), g1->id);
+  EXPECT_EQ(g2->pool, g1->pool);
+  EXPECT_EQ(g2->pool_id, g1->id);
+  EXPECT_EQ(acct->used(), g1->bytes() + g2->buffer_bytes) << "the second graph adds its input buffer only";
+  try {
+    store.capture("other", acct, &backend, Device{}, affine(4), g1->id);
+    FAIL() << "another tenant's pool";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  }
+  const int64_t pool_bytes = g1->pool->reserved();
+  std::weak_ptr<GraphPool> pool = g1->pool;
+  g1.reset();
+  EXPECT_TRUE(store.erase("t", g2->pool_id));
+  EXPECT_EQ(acct->used(), g2->buffer_bytes + pool_bytes) << "the pool lives on with g2";
+  const std::string id2 = g2->id;
+  g2.reset();
+  EXPECT_TRUE(store.erase("t", id2));
+  EXPECT_TRUE(pool.expired());
+  EXPECT_EQ(acct->used(), 0);
+}
+
+TEST(GraphStore, ReplayThroughLoadedBuffers) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  auto g = store.capture("t", acct, &backend, Device{}, affine(4));
+  ExecOptions o;
+  o.ctx.backend = &backend;
+  o.ctx.account = acct;
+  const int64_t allocs = backend.allocations.load();
+  for (float v : {1.f, 2.f}) {
+    auto in = load_replay_inputs(*g, {{"x", f32({4}, {v, v, v, v})}});
+    ExecResult r = g->plan->run(in, o);
+    EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[2], 3 * v + 1);
+    EXPECT_FLOAT_EQ(*r.outputs[1].second.data_ptr<float>(), 4 * (3 * v + 1));
+  }
+  EXPECT_EQ(backend.allocations.load(), allocs);
+  try {
+    load_replay_inputs(*g, {{"x", f32({3}, {1, 2, 3})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConflict);
+  }
+}
+
+}  // namespace
+}  // namespace tensord

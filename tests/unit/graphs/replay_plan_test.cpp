@@ -1,0 +1,371 @@
+// The replay plan (graphs/replay_plan.h): the same results as
+// execute_program, no allocation at replay, static buffers shared by
+// lifetime and by graphs of one pool, outputs and stored writes that outlive
+// the next replay, 409 on another shape.
+#include "graphs/replay_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "graphs/executor.h"
+#include "graphs/graph_pool.h"
+#include "ops/error.h"
+#include "ops/memory_account.h"
+#include "tests/unit/graphs/counting_backend.h"
+#include "tests/unit/graphs/program_builder.h"
+
+namespace tensord {
+namespace {
+using namespace testing_util;
+
+TensorMeta meta(DType d, Shape s) {
+  TensorMeta m;
+  m.dtype = d;
+  m.shape = std::move(s);
+  return m;
+}
+
+std::shared_ptr<const Program> sub(std::vector<ProgramInput> inputs, std::vector<Node> nodes,
+                                   std::vector<std::string> outputs) {
+  auto p = std::make_shared<Program>();
+  p->inputs = std::move(inputs);
+  p->nodes = std::move(nodes);
+  p->outputs = std::move(outputs);
+  return p;
+}
+
+Tensor random_f32(Shape s, std::mt19937& rng) {
+  Tensor t = Tensor::empty_host(DType::kFloat32, std::move(s));
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_ptr<float>()[i] = d(rng);
+  return t;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// A plan over its own pool and input buffers, as GraphStore::capture builds it.
+struct Captured {
+  std::shared_ptr<const CompiledProgram> cp;
+  std::map<std::string, Tensor> buffers;
+  std::shared_ptr<GraphPool> pool;
+  std::unique_ptr<ReplayPlan> plan;
+};
+
+struct PlanFixture {
+  CountingBackend backend;
+  std::shared_ptr<MemoryAccount> acct = std::make_shared<MemoryAccount>("t");
+
+  ExecOptions opts() {
+    ExecOptions o;
+    o.ctx.backend = &backend;
+    o.ctx.account = acct;
+    o.ctx.pool = &backend.pool();
+    return o;
+  }
+
+  Captured capture(const Program& p, const std::map<std::string, TensorMeta>& in, const StoredLookup& stored = nullptr,
+                   std::shared_ptr<GraphPool> pool = nullptr) {
+    Captured c;
+    c.cp = std::make_shared<const CompiledProgram>(compile_program(p, in, stored));
+    for (const auto& [name, id] : c.cp->inputs) {
+      const TensorMeta& m = c.cp->values[static_cast<size_t>(id)].meta;
+      c.buffers.emplace(name, Tensor::empty(&backend, Device{}, m.dtype, m.shape, acct));
+    }
+    c.pool = pool ? pool : std::make_shared<GraphPool>(&backend, Device{}, acct);
+    c.plan = std::make_unique<ReplayPlan>(c.cp, c.buffers, *c.pool, &backend, Device{});
+    return c;
+  }
+
+  // Runs both ways and expects bit-identical outputs (same kernels).
+  void expect_same(Captured& c, const std::map<std::string, Tensor>& in) {
+    ExecResult want = execute_program(*c.cp, in, opts());
+    ExecResult got = c.plan->run(in, opts());
+    ASSERT_EQ(got.outputs.size(), want.outputs.size());
+    for (size_t i = 0; i < want.outputs.size(); ++i) {
+      EXPECT_EQ(got.outputs[i].first, want.outputs[i].first);
+      EXPECT_TRUE(same_bytes(got.outputs[i].second, want.outputs[i].second))
+          << "output " << want.outputs[i].first << ": " << got.outputs[i].second.meta().str() << " vs "
+          << want.outputs[i].second.meta().str();
+    }
+  }
+};
+
+// 40 nodes: elementwise chain, broadcasting, reductions folded back in.
+Program elementwise_program() {
+  Program p;
+  std::string cur = "x";
+  for (int i = 0; i < 40; ++i) {
+    const std::string id = "n" + std::to_string(i), out = "v" + std::to_string(i);
+    switch (i % 5) {
+      case 0:
+        p.nodes.push_back(node(id, "mul", {ref(cur), lit(Attr(0.5))}, {out}));
+        break;
+      case 1:
+        p.nodes.push_back(node(id, "add", {ref(cur), ref("b")}, {out}));  // b: [4] broadcast over [3, 4]
+        break;
+      case 2:
+        p.nodes.push_back(node(id, "tanh", {ref(cur)}, {out}));
+        break;
+      case 3:
+        p.nodes.push_back(node(id, "sum", {ref(cur)}, {"s" + std::to_string(i)}));
+        p.nodes.push_back(node(id + "b", "sub", {ref(cur), ref("s" + std::to_string(i))}, {out}));
+        break;
+      default:
+        p.nodes.push_back(node(id, "maximum", {ref(cur), ref("x")}, {out}));
+    }
+    cur = out;
+  }
+  p.nodes.push_back(node("m", "mean", {ref(cur)}, {"avg"}, {{"dim", lit(Attr(int64_t{1}))}}));
+  p.outputs = {cur, "avg", "s3"};
+  return p;
+}
+
+TEST(ReplayPlan, MatchesTheExecutorOnAnElementwiseProgram) {
+  PlanFixture f;
+  std::mt19937 rng(1);
+  Captured c =
+      f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
+  for (int i = 0; i < 5; ++i) {
+    f.expect_same(c, {{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}});
+  }
+  EXPECT_EQ(c.plan->general_instructions(), 0u);
+  EXPECT_EQ(c.plan->slot_copies(), 0) << "every kernel wrote its result where the plan put it";
+}
+
+TEST(ReplayPlan, ReplayDoesNotAllocate) {
+  PlanFixture f;
+  std::mt19937 rng(2);
+  Captured c =
+      f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
+  std::map<std::string, Tensor> in = {{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}};
+  const int64_t after_capture = f.backend.allocations.load();
+  for (int i = 0; i < 3; ++i) c.plan->run(in, f.opts());
+  EXPECT_EQ(f.backend.allocations.load(), after_capture) << "a replay allocates nothing on the backend";
+  const int64_t used = f.acct->used();
+  execute_program(*c.cp, in, f.opts());
+  EXPECT_GT(f.backend.allocations.load(), after_capture + 40) << "the counter sees the executor's allocations";
+  EXPECT_EQ(f.acct->used(), used);
+}
+
+TEST(ReplayPlan, BuffersAreSharedByLifetime) {
+  PlanFixture f;
+  Program p;
+  std::string cur = "x";
+  for (int i = 0; i < 50; ++i) {
+    p.nodes.push_back(node("n" + std::to_string(i), "neg", {ref(cur)}, {"v" + std::to_string(i)}));
+    cur = "v" + std::to_string(i);
+  }
+  p.outputs = {cur};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {16})}});
+  EXPECT_LE(c.plan->buffers(), 3u) << "a chain needs two buffers in turn (plus the output's)";
+  EXPECT_EQ(c.pool->reserved(), static_cast<int64_t>(c.pool->chunks()) * 64);
+  Tensor x = f32({16}, std::vector<float>(16, 1.5f));
+  ExecResult r = c.plan->run({{"x", x}}, f.opts());
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[7], 1.5f);  // 50 negations
+}
+
+TEST(ReplayPlan, ViewsAliasesAndProgramInputsAsOutputs) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("r", "reshape", {ref("x"), lit(Attr(std::vector<int64_t>{4, 3}))}, {"y"}));  // a view of x
+  p.nodes.push_back(node("t", "to", {ref("y")}, {"z"}, {{"dtype", ref("float32")}}));  // returns its input
+  p.nodes.push_back(node("m", "mul", {ref("z"), lit(Attr(2.0))}, {"w"}));
+  p.nodes.push_back(node("e", "linalg.eigh", {ref("s")}, {"ev", "evec"}));  // two results
+  p.outputs = {"y", "z", "w", "x", "ev", "evec"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {3, 4})}, {"s", meta(DType::kFloat32, {2, 2})}});
+  std::mt19937 rng(3);
+  for (int i = 0; i < 3; ++i) {
+    f.expect_same(c, {{"x", random_f32({3, 4}, rng)}, {"s", f32({2, 2}, {2.f + i, 1.f, 1.f, 3.f})}});
+  }
+  EXPECT_GT(c.plan->slot_copies(), 0) << "reshape's view and to's alias were copied into their buffers";
+}
+
+TEST(ReplayPlan, OutputsSurviveTheNextReplay) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "add", {ref("x"), lit(Attr(1.0))}, {"y"}));
+  p.outputs = {"y", "x"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {4})}});
+  ExecResult first = c.plan->run({{"x", f32({4}, {1, 2, 3, 4})}}, f.opts());
+  ExecResult second = c.plan->run({{"x", f32({4}, {10, 20, 30, 40})}}, f.opts());
+  EXPECT_FLOAT_EQ(first.outputs[0].second.data_ptr<float>()[3], 5.f);
+  EXPECT_FLOAT_EQ(first.outputs[1].second.data_ptr<float>()[3], 4.f) << "an input returned as output is a copy";
+  EXPECT_FLOAT_EQ(second.outputs[0].second.data_ptr<float>()[3], 41.f);
+  for (const auto& [name, t] : first.outputs) {
+    for (const auto& [in, buf] : c.buffers) EXPECT_NE(t.storage(), buf.storage()) << name;
+  }
+}
+
+TEST(ReplayPlan, InputsLoadedByTheCallerAreUsedInPlace) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "neg", {ref("x")}, {"y"}));
+  p.outputs = {"y"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {2})}});
+  Tensor& buf = c.buffers.at("x");
+  buf.data_ptr<float>()[0] = 3.f;
+  buf.data_ptr<float>()[1] = -1.f;
+  ExecResult r = c.plan->run(c.buffers, f.opts());
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], -3.f);
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], 1.f);
+}
+
+TEST(ReplayPlan, AnotherShapeOrDtypeIsConflict) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "neg", {ref("x")}, {"y"}));
+  p.outputs = {"y"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {2})}});
+  for (Tensor bad : {f32({3}, {1, 2, 3}), Tensor::zeros_host(DType::kFloat64, {2})}) {
+    try {
+      c.plan->run({{"x", bad}}, f.opts());
+      FAIL() << "accepted " << bad.meta().str();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConflict);
+    }
+  }
+  try {
+    c.plan->run({}, f.opts());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadRequest);
+  }
+}
+
+// cond on the sign of sum(x) inside a while_loop-free program, and a
+// while_loop doubling x n times: the general path inside the plan.
+TEST(ReplayPlan, ControlFlowTakesTheGeneralPathAndMatches) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("s", "sum", {ref("x")}, {"t"}));
+  p.nodes.push_back(node("g", "gt", {ref("t"), lit(Attr(0.0))}, {"pr"}));
+  Node c = node("c", "cond", {ref("pr"), ref("x")}, {"y"});
+  c.subprograms["then"] =
+      sub({{"a", meta(DType::kFloat32, {3})}}, {node("m", "mul", {ref("a"), lit(Attr(2.0))}, {"r"})}, {"r"});
+  c.subprograms["else"] = sub({{"a", meta(DType::kFloat32, {3})}}, {node("n", "neg", {ref("a")}, {"r"})}, {"r"});
+  p.nodes.push_back(c);
+  Node w = node("l", "while_loop", {ref("i"), ref("y"), ref("n")}, {"i2", "x2", "n2"});
+  std::vector<ProgramInput> in = {
+      {"i", meta(DType::kInt64, {})}, {"x", meta(DType::kFloat32, {3})}, {"n", meta(DType::kInt64, {})}};
+  w.subprograms["cond"] = sub(in, {node("c", "lt", {ref("i"), ref("n")}, {"b"})}, {"b"});
+  w.subprograms["body"] = sub(
+      in,
+      {node("a", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"}), node("m", "mul", {ref("x"), lit(Attr(2.0))}, {"y"})},
+      {"j", "y", "n"});
+  p.nodes.push_back(w);
+  p.nodes.push_back(node("o", "add", {ref("x2"), ref("x")}, {"out"}));
+  p.outputs = {"out", "y", "i2"};
+  Captured cap =
+      f.capture(p, {{"x", meta(DType::kFloat32, {3})}, {"i", meta(DType::kInt64, {})}, {"n", meta(DType::kInt64, {})}});
+  EXPECT_EQ(cap.plan->general_instructions(), 2u);
+  auto i64 = [](int64_t v) {
+    Tensor t = Tensor::empty_host(DType::kInt64, {});
+    *t.data_ptr<int64_t>() = v;
+    return t;
+  };
+  std::mt19937 rng(4);
+  for (int k = 0; k < 6; ++k) {
+    Tensor x = random_f32({3}, rng);
+    for (int64_t j = 0; j < 3; ++j) x.data_ptr<float>()[j] += (k % 2 ? 3.f : -3.f);
+    f.expect_same(cap, {{"x", x}, {"i", i64(0)}, {"n", i64(k)}});
+  }
+  ExecResult r = cap.plan->run({{"x", f32({3}, {1, 1, 1})}, {"i", i64(0)}, {"n", i64(3)}}, f.opts());
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 17.f);  // 2 * 2^3 + 1
+  r = cap.plan->run({{"x", f32({3}, {-1, -1, -1})}, {"i", i64(0)}, {"n", i64(1)}}, f.opts());
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 1.f);  // -(-1) * 2 - 1
+}
+
+TEST(ReplayPlan, StoredWritesAreCopiesOfTheStaticBuffers) {
+  PlanFixture f;
+  Tensor w = f32({2}, {5, 6});
+  StoredLookup lookup = [&](const std::string& n) { return n == "w" ? std::optional<Tensor>(w) : std::nullopt; };
+  Program p;
+  p.nodes.push_back(node("m", "mul", {ref("x"), lit(Attr(3.0))}, {"y"}));
+  p.nodes.push_back(node("c", "copy_", {ref("$stored/w"), ref("y")}, {}));
+  p.outputs = {"y"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {2})}}, lookup);
+  ExecOptions o = f.opts();
+  o.stored_read = lookup;
+  ExecResult first = c.plan->run({{"x", f32({2}, {1, 2})}}, o);
+  ExecResult second = c.plan->run({{"x", f32({2}, {7, 8})}}, o);
+  ASSERT_EQ(first.stored_writes.size(), 1u);
+  EXPECT_EQ(first.stored_writes[0].first, "w");
+  EXPECT_FLOAT_EQ(first.stored_writes[0].second.data_ptr<float>()[1], 6.f) << "not overwritten by the next replay";
+  EXPECT_FLOAT_EQ(second.stored_writes[0].second.data_ptr<float>()[1], 24.f);
+  EXPECT_FLOAT_EQ(w.data_ptr<float>()[1], 6.f) << "the stored value is untouched until commit";
+}
+
+TEST(ReplayPlan, GraphsSharingAPoolShareItsChunksAndStayCorrect) {
+  PlanFixture f;
+  Program a;
+  a.nodes.push_back(node("m", "mul", {ref("x"), lit(Attr(3.0))}, {"y"}));
+  a.nodes.push_back(node("a", "add", {ref("y"), lit(Attr(1.0))}, {"z"}));
+  a.outputs = {"z"};
+  Program b;
+  b.nodes.push_back(node("n", "neg", {ref("x")}, {"y"}));
+  b.nodes.push_back(node("s", "sum", {ref("y")}, {"t"}));
+  b.outputs = {"y", "t"};
+  const int64_t before = f.acct->used();
+  {
+    Captured ga = f.capture(a, {{"x", meta(DType::kFloat32, {64})}});
+    const size_t chunks_a = ga.pool->chunks();
+    const int64_t reserved_a = ga.pool->reserved();
+    Captured gb = f.capture(b, {{"x", meta(DType::kFloat32, {64})}}, nullptr, ga.pool);
+    EXPECT_EQ(ga.pool->chunks(), chunks_a) << "b's two buffers fit in a's chunks";
+    EXPECT_EQ(ga.pool->reserved(), reserved_a);
+    EXPECT_EQ(f.acct->used() - before, reserved_a + 2 * 64 * 4) << "the pool once, plus each graph's input buffer";
+    std::mt19937 rng(5);
+    for (int i = 0; i < 10; ++i) {
+      Tensor x = random_f32({64}, rng);
+      ExecResult ra = ga.plan->run({{"x", x}}, f.opts());
+      ExecResult rb = gb.plan->run({{"x", x}}, f.opts());
+      for (int64_t j = 0; j < 64; ++j) {
+        ASSERT_FLOAT_EQ(ra.outputs[0].second.data_ptr<float>()[j], x.data_ptr<float>()[j] * 3.f + 1.f);
+        ASSERT_FLOAT_EQ(rb.outputs[0].second.data_ptr<float>()[j], -x.data_ptr<float>()[j]);
+      }
+    }
+  }
+  EXPECT_EQ(f.acct->used(), before) << "graphs, buffers and pool freed";
+}
+
+TEST(ReplayPlan, CancellationStopsAtAnInstruction) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "neg", {ref("x")}, {"y"}));
+  p.outputs = {"y"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {2})}});
+  std::atomic<bool> cancel{true};
+  ExecOptions o = f.opts();
+  o.cancelled = &cancel;
+  try {
+    c.plan->run({{"x", f32({2}, {1, 2})}}, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCancelled);
+    EXPECT_EQ(e.node(), "a");
+  }
+}
+
+TEST(ReplayPlan, ReportsEveryInstructionToOnNode) {
+  PlanFixture f;
+  Captured c =
+      f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
+  std::vector<std::string> seen;
+  ExecOptions o = f.opts();
+  o.on_node = [&](const BoundNode& b, double s) {
+    EXPECT_GE(s, 0.0);
+    seen.push_back(b.id);
+  };
+  std::mt19937 rng(6);
+  c.plan->run({{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}}, o);
+  ASSERT_EQ(seen.size(), c.cp->nodes.size());
+  EXPECT_EQ(seen.front(), c.cp->nodes.front().id);
+  EXPECT_EQ(seen.back(), c.cp->nodes.back().id);
+}
+
+}  // namespace
+}  // namespace tensord

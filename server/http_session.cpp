@@ -1,5 +1,8 @@
 #include "server/http_session.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <utility>
@@ -266,18 +269,28 @@ void HttpSession::watch_disconnect(std::shared_ptr<std::atomic<bool>> gone) {
   // A pipelined next request already buffered: the client is still there.
   if (buffer_.size() > 0) return;
   watching_ = true;
+  watch_wanted_ = true;
   stream_.socket().async_wait(
       tcp::socket::wait_read,
       net::bind_executor(stream_.get_executor(), [self = shared_from_this(), gone](beast::error_code ec) {
         self->watching_ = false;
-        if (ec) return;  // cancelled: the handler finished first
-        beast::error_code aec;
-        // Readable with nothing to read: the peer closed (or reset) the connection.
-        if (self->stream_.socket().available(aec) == 0 || aec) gone->store(true);
+        if (ec || !self->watch_wanted_) return;  // cancelled: the handler finished first
+        // Readiness alone proves nothing: an edge left over from the request's
+        // own segments can wake this wait with nothing to read. Peek: 0 bytes
+        // is the peer's FIN, an error other than EAGAIN a reset; no data yet
+        // means watch again; data is a pipelined request (the client is there).
+        char byte;
+        ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          gone->store(true);
+        } else if (n < 0) {
+          self->watch_disconnect(gone);
+        }
       }));
 }
 
 void HttpSession::stop_watching() {
+  watch_wanted_ = false;
   if (!watching_) return;
   beast::error_code ec;
   stream_.socket().cancel(ec);

@@ -45,6 +45,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void watch_disconnect(std::shared_ptr<std::atomic<bool>> gone);
   void stop_watching();
   bool watching_ = false;
+  bool watch_wanted_ = false;  // until the handler's reply: a spurious wake re-arms the watch
   // Answers an error decided before the router ran, then closes.
   void reply_and_close(const Error& e);
   void send(HttpResponse&& out, bool head, bool keep_alive);

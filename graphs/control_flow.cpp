@@ -1,6 +1,7 @@
 #include "graphs/control_flow.h"
 
 #include <cstring>
+#include <set>
 
 #include "graphs/executor.h"
 #include "ops/error.h"
@@ -207,7 +208,227 @@ bool read_bool(const Tensor& t) {
   return *static_cast<const uint8_t*>(t.data()) != 0;
 }
 
+// ---- associative_scan's parallel path.
+
+std::atomic<bool> g_scan_parallel{true};
+
+// Ops that act elementwise (with right-aligned broadcasting), so that a
+// leading batch dim on operands of the output's rank batches them.
+bool batch_safe_op(const std::string& op) {
+  static const std::set<std::string> ok = {
+      "add", "sub",  "mul",   "div",     "pow",         "maximum",    "minimum",     "to",   "eq",  "ne",
+      "lt",  "le",   "gt",    "ge",      "logical_and", "logical_or", "where",       "neg",  "abs", "exp",
+      "log", "sqrt", "rsqrt", "sigmoid", "tanh",        "relu",       "logical_not", "clamp"};
+  return ok.count(op) != 0;
+}
+
+// Why combine_fn cannot run batched regardless of the batch size, or "".
+std::string batch_blocker(const CompiledProgram& cp) {
+  for (const auto& v : cp.values) {
+    if (v.source == ValueInfo::Source::kStored) return "reads stored tensor '" + v.name + "'";
+  }
+  for (const auto& b : cp.nodes) {
+    if (b.control) return "node '" + b.id + "' is control flow";
+    if (!b.writes_stored.empty()) return "node '" + b.id + "' writes a stored tensor";
+    if (!b.op || !batch_safe_op(b.op->name)) {
+      return "node '" + b.id + "' (" + (b.op ? b.op->name : std::string("?")) + ") is not elementwise";
+    }
+  }
+  return "";
+}
+
+// Checks that `bcp` (combine_fn compiled with a leading batch dim of m on
+// every input) computes, row by row, what `cp` computes: every value that
+// depends on an input is the unbatched one with m in front (same dtype),
+// every other value is unchanged, and operands that depend on an input have
+// their node's output rank (so the batch dims line up under broadcasting).
+std::string check_batched(const CompiledProgram& cp, const CompiledProgram& bcp, int64_t m) {
+  std::map<std::string, const BoundNode*> unbatched;
+  for (const auto& b : cp.nodes) unbatched[b.id] = &b;
+  std::vector<bool> dep(bcp.values.size(), false);
+  for (const auto& [name, id] : bcp.inputs) dep[static_cast<size_t>(id)] = true;
+  for (const auto& b : bcp.nodes) {
+    auto it = unbatched.find(b.id);
+    if (it == unbatched.end() || it->second->outputs.size() != b.outputs.size()) return "node '" + b.id + "' differs";
+    bool any_dep = false;
+    for (const auto& ps : b.tensor_params) {
+      for (int v : ps) any_dep = any_dep || dep[static_cast<size_t>(v)];
+    }
+    for (size_t k = 0; k < b.outputs.size(); ++k) {
+      const TensorMeta& bm = bcp.values[static_cast<size_t>(b.outputs[k])].meta;
+      TensorMeta want = cp.values[static_cast<size_t>(it->second->outputs[k])].meta;
+      if (any_dep) want.shape.insert(want.shape.begin(), m);
+      if (bm.dtype != want.dtype || bm.shape != want.shape) {
+        return "node '" + b.id + "' gives " + bm.str() + " batched, expected " + want.str();
+      }
+      dep[static_cast<size_t>(b.outputs[k])] = any_dep;
+      for (const auto& ps : b.tensor_params) {
+        for (int v : ps) {
+          if (dep[static_cast<size_t>(v)] && bcp.values[static_cast<size_t>(v)].meta.dim() != bm.dim()) {
+            return "node '" + b.id + "' broadcasts an input-dependent operand across the batch dim";
+          }
+        }
+      }
+    }
+  }
+  if (bcp.outputs.size() != cp.outputs.size()) return "the outputs differ";
+  for (size_t k = 0; k < cp.outputs.size(); ++k) {
+    const TensorMeta& bm = bcp.values[static_cast<size_t>(bcp.outputs[k].second)].meta;
+    TensorMeta want = cp.values[static_cast<size_t>(cp.outputs[k].second)].meta;
+    want.shape.insert(want.shape.begin(), m);
+    if (!dep[static_cast<size_t>(bcp.outputs[k].second)] || bm.dtype != want.dtype || bm.shape != want.shape) {
+      return "output " + std::to_string(k) + " is " + bm.str() + " batched, expected " + want.str() +
+             " (from the inputs)";
+    }
+  }
+  return "";
+}
+
+std::shared_ptr<const CompiledProgram> compile_batched(const ControlFlow& cf, int64_t m) {
+  Program p = *cf.programs.at("combine_fn");
+  std::map<std::string, TensorMeta> im;
+  for (auto& in : p.inputs) {
+    in.meta.shape.insert(in.meta.shape.begin(), m);
+    in.meta.wrapped_number = false;
+    im[in.name] = in.meta;
+  }
+  return std::make_shared<const CompiledProgram>(compile_program(p, im, nullptr));
+}
+
+// The batched combine_fn variants for every Hillis-Steele level (batch sizes
+// n - d for d = 1, 2, 4, ... < n), compiled on first use; empty when
+// combine_fn does not batch (then the sequential path runs).
+std::vector<std::shared_ptr<const CompiledProgram>> batched_levels(const ControlFlow& cf) {
+  ScanBatchCache& c = *cf.scan_cache;
+  std::lock_guard<std::mutex> lk(c.mu);
+  if (c.batchable == 0) return {};
+  const CompiledProgram& cp = *cf.bodies.at("combine_fn");
+  if (c.batchable == -1) {
+    c.why_not = batch_blocker(cp);
+    if (!c.why_not.empty()) {
+      c.batchable = 0;
+      return {};
+    }
+  }
+  std::vector<std::shared_ptr<const CompiledProgram>> levels;
+  for (int64_t d = 1; d < cf.length; d *= 2) {
+    const int64_t m = cf.length - d;
+    auto it = c.by_batch.find(m);
+    if (it == c.by_batch.end()) {
+      std::shared_ptr<const CompiledProgram> bcp;
+      std::string why;
+      try {
+        bcp = compile_batched(cf, m);
+        why = check_batched(cp, *bcp, m);
+      } catch (const Error& e) {
+        why = "does not compile batched: " + e.message();
+      }
+      if (!why.empty()) {
+        c.batchable = 0;
+        c.why_not = why;
+        c.by_batch.clear();
+        return {};
+      }
+      it = c.by_batch.emplace(m, std::move(bcp)).first;
+    }
+    levels.push_back(it->second);
+  }
+  c.batchable = 1;
+  return levels;
+}
+
+// x (any layout, scanned along dim) -> (n, slice...) with row p the slice
+// at logical position p (from the end when reversed); and back.
+Tensor to_rows(const OpContext& ctx, const Tensor& x, int64_t dim, bool reverse) {
+  Shape s = x.shape();
+  const int64_t n = s[static_cast<size_t>(dim)];
+  s.erase(s.begin() + dim);
+  s.insert(s.begin(), n);
+  Tensor out = ctx.empty(x.dtype(), s);
+  Geometry g = geometry(x.shape(), dim, x.dtype());
+  const char* src = static_cast<const char*>(x.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t p = 0; p < g.n; ++p) {
+    const int64_t i = reverse ? g.n - 1 - p : p;
+    for (int64_t o = 0; o < g.outer; ++o) {
+      std::memcpy(dst + (p * g.outer + o) * g.inner_bytes, src + (o * g.n + i) * g.inner_bytes,
+                  static_cast<size_t>(g.inner_bytes));
+    }
+  }
+  return out;
+}
+
+Tensor from_rows(const OpContext& ctx, const Tensor& rows, const Shape& shape, int64_t dim, bool reverse) {
+  Tensor out = ctx.empty(rows.dtype(), shape);
+  Geometry g = geometry(shape, dim, rows.dtype());
+  const char* src = static_cast<const char*>(rows.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t p = 0; p < g.n; ++p) {
+    const int64_t i = reverse ? g.n - 1 - p : p;
+    for (int64_t o = 0; o < g.outer; ++o) {
+      std::memcpy(dst + (o * g.n + i) * g.inner_bytes, src + (p * g.outer + o) * g.inner_bytes,
+                  static_cast<size_t>(g.inner_bytes));
+    }
+  }
+  return out;
+}
+
+// Rows [from, from + m) of a (n, slice...) tensor, as a view.
+Tensor row_view(const Tensor& rows, int64_t from, int64_t m) {
+  TensorMeta mt;
+  mt.dtype = rows.dtype();
+  mt.shape = rows.shape();
+  mt.shape[0] = m;
+  const size_t row_bytes = rows.shape()[0] == 0 ? 0 : rows.nbytes() / static_cast<size_t>(rows.shape()[0]);
+  const size_t base =
+      static_cast<size_t>(static_cast<const char*>(rows.data()) - static_cast<const char*>(rows.storage()->data()));
+  return Tensor(mt, rows.storage(), base + static_cast<size_t>(from) * row_bytes);
+}
+
+// Hillis-Steele inclusive scan: for d = 1, 2, 4, ... < n, rows [d, n) become
+// combine(rows [0, n-d), rows [d, n)), one batched combine_fn call per level;
+// the earlier element is always the left operand, so the order of
+// combination is kept (only its association differs from the sequential).
+std::vector<Tensor> parallel_scan(const ControlFlow& cf,
+                                  const std::vector<std::shared_ptr<const CompiledProgram>>& levels,
+                                  const std::vector<Tensor>& ops, const ExecOptions& opts, const ControlFlowIO& io,
+                                  const std::string& w, const std::string& node) {
+  const OpContext& ctx = opts.ctx;
+  const int64_t n = cf.length;
+  std::vector<Tensor> rows;
+  for (const auto& x : ops) rows.push_back(to_rows(ctx, x, cf.dim, cf.reverse));
+  size_t level = 0;
+  for (int64_t d = 1; d < n; d *= 2, ++level) {
+    check_running(opts, w + " (parallel, level " + std::to_string(level) + ")", d - 1, node);
+    const int64_t m = n - d;
+    std::vector<Tensor> args;
+    for (const auto& r : rows) args.push_back(row_view(r, 0, m));
+    for (const auto& r : rows) args.push_back(row_view(r, d, m));
+    std::vector<Tensor> out = run_body(*levels[level], args, opts, io);
+    cf.scan_cache->combine_calls.fetch_add(1, std::memory_order_relaxed);
+    args.clear();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      require_host(out[k], w, node);
+      if (out[k].nbytes() != row_view(rows[k], d, m).nbytes()) {
+        throw Error(ErrorCode::kInternal, w + ": batched combine_fn returned " + out[k].meta().str(), node);
+      }
+      // memmove: an output may be one of the input views (an identity).
+      std::memmove(row_view(rows[k], d, m).data(), out[k].data(), out[k].nbytes());
+    }
+  }
+  std::vector<Tensor> res;
+  for (size_t k = 0; k < ops.size(); ++k) res.push_back(from_rows(ctx, rows[k], ops[k].shape(), cf.dim, cf.reverse));
+  return res;
+}
+
 }  // namespace
+
+void set_associative_scan_parallel(bool on) {
+  g_scan_parallel.store(on, std::memory_order_relaxed);
+}
+bool associative_scan_parallel() {
+  return g_scan_parallel.load(std::memory_order_relaxed);
+}
 
 bool is_control_flow_op(const std::string& op) {
   return op == "cond" || op == "while_loop" || op == "scan" || op == "map" || op == "associative_scan";
@@ -393,6 +614,7 @@ std::vector<TensorMeta> infer_control_flow(BoundNode& b, const std::vector<Tenso
         if (!same_metas(o, slices)) {
           invalid_program(w + ": combine_fn must return " + metas_str(slices) + ", returns " + metas_str(o), node);
         }
+        cf->scan_cache = std::make_shared<ScanBatchCache>();
         for (size_t k = 0; k < cf->n_sliced; ++k) {
           TensorMeta m = ops[k];
           m.wrapped_number = false;
@@ -497,7 +719,15 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
     }
     case ControlKind::kAssociativeScan: {
       // Inclusive scan: r[i] = combine(r[i-1], x[i]) (reverse: from the end).
+      if (cf.scan_cache && cf.length >= 2 && associative_scan_parallel()) {
+        auto levels = batched_levels(cf);
+        if (!levels.empty()) {
+          cf.scan_cache->parallel_runs.fetch_add(1, std::memory_order_relaxed);
+          return parallel_scan(cf, levels, ops, opts, io, w, node);
+        }
+      }
       // Sequential: the combine_fn is a subprogram over slices.
+      if (cf.scan_cache) cf.scan_cache->sequential_runs.fetch_add(1, std::memory_order_relaxed);
       const CompiledProgram& fn = *cf.bodies.at("combine_fn");
       std::vector<Tensor> res;
       for (const auto& x : ops) res.push_back(ctx.empty(x.dtype(), x.shape()));
@@ -513,6 +743,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
           std::vector<Tensor> args = acc;
           args.insert(args.end(), xi.begin(), xi.end());
           acc = run_body(fn, args, opts, io);
+          if (cf.scan_cache) cf.scan_cache->combine_calls.fetch_add(1, std::memory_order_relaxed);
         }
         for (size_t k = 0; k < res.size(); ++k) {
           require_host(acc[k], w, node);

@@ -6,9 +6,11 @@
 // map, associative_scan}.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,25 @@ namespace tensord {
 struct ExecOptions;
 
 enum class ControlKind { kCond, kWhileLoop, kScan, kMap, kAssociativeScan };
+
+// associative_scan's parallel path (Hillis-Steele): combine_fn compiled
+// again with a leading batch dim, one variant per batch size, on the node's
+// first run; shared by every later run of the same compiled node (a
+// captured graph's replays). `batchable` is decided once: every node of
+// combine_fn must be an elementwise op whose operands that depend on the
+// inputs have the output's rank, no stored reads or writes, no nested
+// control flow, and each batched value must be exactly the unbatched one
+// with the batch dim in front. Otherwise the sequential algorithm runs.
+struct ScanBatchCache {
+  std::mutex mu;
+  int batchable = -1;   // -1: not decided yet, 0: no (sequential), 1: yes
+  std::string why_not;  // when batchable == 0
+  std::map<int64_t, std::shared_ptr<const CompiledProgram>> by_batch;  // batch size -> combine_fn
+  // Counters (tests, benchmarks): combine_fn invocations, runs per path.
+  std::atomic<int64_t> combine_calls{0};
+  std::atomic<int64_t> parallel_runs{0};
+  std::atomic<int64_t> sequential_runs{0};
+};
 
 struct ControlFlow {
   ControlKind kind = ControlKind::kCond;
@@ -37,9 +58,15 @@ struct ControlFlow {
   size_t n_sliced = 0;
   int64_t dim = 0;  // scan / associative_scan (normalized by inference); map: 0
   bool reverse = false;
-  int64_t max_iters = 1000000;  // while_loop
-  int64_t length = 0;           // scan / map / associative_scan: size along dim
+  int64_t max_iters = 1000000;                 // while_loop
+  int64_t length = 0;                          // scan / map / associative_scan: size along dim
+  std::shared_ptr<ScanBatchCache> scan_cache;  // associative_scan (set by inference)
 };
+
+// Process-wide switch for associative_scan's parallel path (default on);
+// off, every associative_scan runs sequentially. For benchmarks and tests.
+void set_associative_scan_parallel(bool on);
+bool associative_scan_parallel();
 
 // True for "cond", "while_loop", "scan", "map", "associative_scan".
 bool is_control_flow_op(const std::string& op);

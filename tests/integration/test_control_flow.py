@@ -192,3 +192,136 @@ def test_pred_must_be_bool_scalar(client):
     with pytest.raises(TensordError) as e:
         client.run(prog, inputs={"p": np.array(1, np.float32), "x": np.ones(4, np.float32)})
     assert e.value.status == 422
+
+
+# ---- associative_scan: the parallel (Hillis-Steele) path, its fallback.
+
+def scan_program(dtypes, shape, combine_nodes, combine_out, dim=0, reverse=False, slice_shape=None):
+    """ys_k = associative_scan(xs_k...) with combine_fn(l0.., r0..)."""
+    if slice_shape is None:
+        slice_shape = [s for i, s in enumerate(shape) if i != (dim % len(shape))]
+    k = len(dtypes)
+    cin = {}
+    for side in "lr":
+        for i, dt in enumerate(dtypes):
+            cin[f"{side}{i}"] = {"dtype": dt, "shape": list(slice_shape)}
+    return {"inputs": {f"x{i}": {"dtype": dt, "shape": list(shape)} for i, dt in enumerate(dtypes)},
+            "nodes": [{"id": "a", "op": "associative_scan", "args": [[f"x{i}" for i in range(k)]],
+                       "kwargs": {"dim": dim, "reverse": reverse}, "outputs": [f"y{i}" for i in range(k)],
+                       "combine_fn": sub(cin, combine_nodes, combine_out)}],
+            "outputs": [f"y{i}" for i in range(k)]}
+
+
+def binary(op, dtype, shape, **kw):
+    return scan_program([dtype], shape, [{"id": "c", "op": op, "args": ["l0", "r0"], "outputs": ["o"]}], ["o"], **kw)
+
+
+def op_launches(client, op):
+    for line in client.metrics().splitlines():
+        if line.startswith(f'tensord_op_launches_total{{backend="cpu",op="{op}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 1000])
+def test_associative_scan_parallel_matches_numpy(client, n):
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    out = client.run(binary("add", "float32", [n, 3]), inputs={"x0": x})
+    np.testing.assert_allclose(out["y0"], np.cumsum(x.astype(np.float64), axis=0), rtol=1e-4, atol=1e-4)
+    xi = rng.integers(1, 3, n).astype(np.int64) if n < 60 else np.ones(n, np.int64)
+    out = client.run(binary("mul", "int64", [n]), inputs={"x0": xi})
+    np.testing.assert_array_equal(out["y0"], np.cumprod(xi))
+    out = client.run(binary("maximum", "float32", [n, 3]), inputs={"x0": x})
+    np.testing.assert_array_equal(out["y0"], np.maximum.accumulate(x, axis=0))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_dim1_reverse(client, reverse):
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 33, 4)).astype(np.float32)
+    out = client.run(binary("add", "float32", [2, 33, 4], dim=1, reverse=reverse), inputs={"x0": x})
+    ref = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    np.testing.assert_allclose(out["y0"], ref, rtol=1e-5, atol=1e-5)
+
+
+AFFINE = [{"id": "aa", "op": "mul", "args": ["l0", "r0"], "outputs": ["a"]},
+          {"id": "ab", "op": "mul", "args": ["r0", "l1"], "outputs": ["t"]},
+          {"id": "bb", "op": "add", "args": ["t", "r1"], "outputs": ["b"]}]
+
+
+@pytest.mark.parametrize("n,reverse", [(17, False), (1000, False), (1000, True)])
+def test_associative_scan_non_commutative_affine(client, n, reverse):
+    # (a1, b1) then (a2, b2) = (a1 a2, a2 b1 + b2): x -> a2 (a1 x + b1) + b2.
+    rng = np.random.default_rng(2)
+    a = rng.uniform(0.9, 1.1, n).astype(np.float32)
+    b = rng.uniform(-1, 1, n).astype(np.float32)
+    out = client.run(scan_program(["float32", "float32"], [n], AFFINE, ["a", "b"], reverse=reverse),
+                     inputs={"x0": a, "x1": b})
+    ra, rb = np.empty(n), np.empty(n)
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    acc = None
+    for i in order:
+        acc = (float(a[i]), float(b[i])) if acc is None else (acc[0] * a[i], a[i] * acc[1] + b[i])
+        ra[i], rb[i] = acc
+    np.testing.assert_allclose(out["y0"], ra, rtol=1e-4)
+    np.testing.assert_allclose(out["y1"], rb, rtol=1e-4, atol=1e-4)
+
+
+def test_associative_scan_takes_the_parallel_path(client):
+    # cummin over 1000 elements: ceil(log2 1000) = 10 launches of the
+    # combine's minimum (one per level), not 999.
+    x = np.random.default_rng(3).uniform(size=1000).astype(np.float32)
+    before = op_launches(client, "minimum")
+    out = client.run(binary("minimum", "float32", [1000]), inputs={"x0": x})
+    np.testing.assert_array_equal(out["y0"], np.minimum.accumulate(x))
+    assert op_launches(client, "minimum") - before == 10
+
+
+def test_associative_scan_unbatchable_combine_falls_back(client):
+    # (1, 3) slices: o = l + sum(r, dim=0, keepdim) is l + r per slice, but a
+    # batched sum would reduce over the batch: runs sequentially (n-1 sums).
+    n = 40
+    x = np.random.default_rng(4).uniform(-1, 1, (n, 1, 3)).astype(np.float32)
+    nodes = [{"id": "s", "op": "sum", "args": ["r0"], "kwargs": {"dim": 0, "keepdim": True}, "outputs": ["t"]},
+             {"id": "o", "op": "add", "args": ["l0", "t"], "outputs": ["o"]}]
+    before = op_launches(client, "sum")
+    out = client.run(scan_program(["float32"], [n, 1, 3], nodes, ["o"]), inputs={"x0": x})
+    np.testing.assert_allclose(out["y0"], np.cumsum(x, 0), rtol=1e-5, atol=1e-5)
+    assert op_launches(client, "sum") - before == n - 1
+
+
+def test_associative_scan_multi_input_mixed_dtypes(client):
+    n = 100
+    x = np.random.default_rng(5).uniform(size=n).astype(np.float32)
+    nodes = [{"id": "s", "op": "add", "args": ["l0", "r0"], "outputs": ["s"]},
+             {"id": "k", "op": "add", "args": ["l1", "r1"], "outputs": ["k"]}]
+    out = client.run(scan_program(["float32", "int32"], [n], nodes, ["s", "k"]),
+                     inputs={"x0": x, "x1": np.ones(n, np.int32)})
+    np.testing.assert_allclose(out["y0"], np.cumsum(x), rtol=1e-5)
+    np.testing.assert_array_equal(out["y1"], np.arange(1, n + 1))
+
+
+def test_associative_scan_bad_combine_rejected(client):
+    # combine_fn returning the wrong shape, and a combine that declares the
+    # wrong slice shape: 400 before running.
+    bad = scan_program(["float32"], [5, 3], [{"id": "s", "op": "sum", "args": ["r0"], "outputs": ["o"]}], ["o"])
+    with pytest.raises(TensordError) as e:
+        client.run(bad, inputs={"x0": np.zeros((5, 3), np.float32)})
+    assert e.value.status == 400 and e.value.code == "invalid_program"
+    wrong = binary("add", "float32", [5, 3], slice_shape=[4])
+    with pytest.raises(TensordError) as e:
+        client.run(wrong, inputs={"x0": np.zeros((5, 3), np.float32)})
+    assert e.value.status == 400 and e.value.code == "invalid_program"
+
+
+def test_associative_scan_in_a_captured_graph(client):
+    # The batched combine variants are compiled once at the first replay and
+    # reused: every replay is parallel (10 launches) and matches numpy.
+    g = client.capture(binary("minimum", "float32", [1000]), {"x0": ("float32", [1000])})
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.uniform(size=1000).astype(np.float32)
+        before = op_launches(client, "minimum")
+        out = g.replay(x0=x)
+        np.testing.assert_array_equal(out["y0"], np.minimum.accumulate(x))
+        assert op_launches(client, "minimum") - before == 10

@@ -1,0 +1,162 @@
+// associative_scan without the server: the sequential algorithm (n - 1
+// combine_fn invocations over slices) against the parallel one
+// (Hillis-Steele, one batched invocation per level) through execute_program,
+// for a cumsum (combine = add) and an affine-map composition (3 nodes, 2
+// inputs) over n float32 scalars, and a cumsum over float32[n, 16]. The
+// first parallel run also compiles the batched combine_fn variants (one per
+// level); later runs reuse them. Prints a markdown table (bench/README.md).
+//
+//   assoc_scan_bench [--reps 5] [--threads 2]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "graphs/compiled_program.h"
+#include "graphs/control_flow.h"
+#include "graphs/executor.h"
+#include "ops/cpu/cpu_backend.h"
+#include "ops/memory_account.h"
+
+using namespace tensord;
+
+namespace {
+
+ArgExpr vref(const std::string& s) {
+  ArgExpr a;
+  a.kind = ArgExpr::Kind::kString;
+  a.str = s;
+  return a;
+}
+
+Node node(const std::string& id, const std::string& op, std::vector<ArgExpr> args, const std::string& out) {
+  Node n;
+  n.id = id;
+  n.op = op;
+  n.args = std::move(args);
+  n.outputs = {out};
+  return n;
+}
+
+// ys = associative_scan(xs) over k float32 inputs of shape [n] + slice.
+Program scan_program(size_t k, const Shape& slice, std::vector<Node> combine, std::vector<std::string> outs) {
+  auto sub = std::make_shared<Program>();
+  TensorMeta m;
+  m.dtype = DType::kFloat32;
+  m.shape = slice;
+  for (const char* side : {"l", "r"}) {
+    for (size_t i = 0; i < k; ++i) sub->inputs.push_back({side + std::to_string(i), m});
+  }
+  sub->nodes = std::move(combine);
+  sub->outputs = std::move(outs);
+  Node n;
+  n.id = "a";
+  n.op = "associative_scan";
+  ArgExpr xs;
+  xs.kind = ArgExpr::Kind::kStringList;
+  Program p;
+  for (size_t i = 0; i < k; ++i) {
+    xs.strs.push_back("x" + std::to_string(i));
+    n.outputs.push_back("y" + std::to_string(i));
+  }
+  n.args = {xs};
+  n.subprograms["combine_fn"] = sub;
+  p.nodes.push_back(n);
+  p.outputs = n.outputs;
+  return p;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Times {
+  double seq = 0, par_first = 0, par = 0;
+  int64_t seq_calls = 0, par_calls = 0;
+};
+
+Times measure(const Program& p, size_t k, const Shape& xshape, int reps, const ExecOptions& o) {
+  std::map<std::string, TensorMeta> im;
+  std::map<std::string, Tensor> in;
+  for (size_t i = 0; i < k; ++i) {
+    Tensor t = Tensor::empty_host(DType::kFloat32, xshape);
+    float* d = t.data_ptr<float>();
+    for (int64_t j = 0; j < t.numel(); ++j) d[j] = 1.0f + 1e-4f * static_cast<float>(j % 7);
+    im["x" + std::to_string(i)] = t.meta();
+    in["x" + std::to_string(i)] = t;
+  }
+  CompiledProgram cp = compile_program(p, im, nullptr);
+  const ScanBatchCache& sc = *cp.nodes.at(0).control->scan_cache;
+  auto best = [&](int r) {
+    double b = 1e30;
+    for (int i = 0; i < r; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      execute_program(cp, in, o);
+      b = std::min(b, ms_since(t0));
+    }
+    return b;
+  };
+  Times t;
+  set_associative_scan_parallel(false);
+  t.seq = best(reps);
+  t.seq_calls = sc.combine_calls.load() / reps;
+  set_associative_scan_parallel(true);
+  const int64_t before = sc.combine_calls.load();
+  t.par_first = best(1);
+  t.par = best(reps);
+  t.par_calls = (sc.combine_calls.load() - before) / (reps + 1);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 5, threads = 2;
+  for (int i = 1; i + 1 < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--reps") reps = std::stoi(argv[i + 1]);
+    if (a == "--threads") threads = std::stoi(argv[i + 1]);
+  }
+  CpuBackend backend(threads);
+  auto acct = std::make_shared<MemoryAccount>("bench");
+  ExecOptions o;
+  o.ctx.backend = &backend;
+  o.ctx.account = acct;
+  o.ctx.pool = &backend.pool();
+
+  std::printf("| combine | xs | seq calls | seq ms | par calls | par ms (1st, compiles) | par ms | speedup |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (int64_t n : {1000, 10000}) {
+    struct Case {
+      const char* name;
+      size_t k;
+      Shape slice;
+      std::vector<Node> combine;
+      std::vector<std::string> outs;
+    };
+    std::vector<Case> cases = {
+        {"add (cumsum)", 1, {}, {node("c", "add", {vref("l0"), vref("r0")}, "o")}, {"o"}},
+        {"affine (3 nodes)",
+         2,
+         {},
+         {node("aa", "mul", {vref("l0"), vref("r0")}, "a"), node("ab", "mul", {vref("r0"), vref("l1")}, "t"),
+          node("bb", "add", {vref("t"), vref("r1")}, "b")},
+         {"a", "b"}},
+        {"add (cumsum)", 1, {16}, {node("c", "add", {vref("l0"), vref("r0")}, "o")}, {"o"}},
+    };
+    for (auto& c : cases) {
+      Shape xs = c.slice;
+      xs.insert(xs.begin(), n);
+      Program p = scan_program(c.k, c.slice, c.combine, c.outs);
+      Times t = measure(p, c.k, xs, reps, o);
+      std::string shape = "f32[" + std::to_string(n) + (c.slice.empty() ? "" : ", 16") + "]" +
+                          (c.k > 1 ? " x" + std::to_string(c.k) : "");
+      std::printf("| %s | %s | %lld | %.2f | %lld | %.2f | %.3f | %.0fx |\n", c.name, shape.c_str(),
+                  static_cast<long long>(t.seq_calls), t.seq, static_cast<long long>(t.par_calls), t.par_first, t.par,
+                  t.seq / t.par);
+    }
+  }
+  return 0;
+}

@@ -27,27 +27,16 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import requests
+
+from benchlib import start_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 N = 64  # elements per tensor
-
-
-def start_server(binary, extra=()):
-    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--backend", "cpu"] + list(extra), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    line = p.stderr.readline().decode()
-    m = re.search(r"listening on (http://\S+)", line)
-    if not m:
-        p.kill()
-        raise SystemExit("server did not start: " + line)
-    threading.Thread(target=lambda: [None for _ in iter(p.stderr.readline, b"")], daemon=True).start()
-    return p, m.group(1)
 
 
 def program_200():
@@ -160,7 +149,7 @@ def main():
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--server-args", default="", help='extra server flags, e.g. "--trace off --metrics off"')
     args = ap.parse_args()
-    proc, url = start_server(os.path.join(args.build, "tensord"), args.server_args.split())
+    proc, url = start_server(os.path.join(args.build, "tensord"), ["--backend", "cpu"] + args.server_args.split())
     try:
         s = requests.Session()
         c = Conn(url)

@@ -26,15 +26,15 @@ import hashlib
 import json
 import multiprocessing
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 import requests
+
+from benchlib import pct, start_server, write_readme_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -44,17 +44,6 @@ TOKENS = {"light": "light-token", "heavy": "heavy-token"}
 
 def sha(t):
     return hashlib.sha256(t.encode()).hexdigest()
-
-
-def start_server(binary, config_path):
-    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--config", config_path], stderr=subprocess.PIPE)
-    line = p.stderr.readline().decode()
-    m = re.search(r"listening on (http://\S+)", line)
-    if not m:
-        p.kill()
-        raise SystemExit("server did not start: " + line)
-    threading.Thread(target=lambda: [None for _ in iter(p.stderr.readline, b"")], daemon=True).start()
-    return p, m.group(1)
 
 
 TINY = {"program": {"nodes": [{"id": "a", "op": "mul", "args": ["x", 2.0], "outputs": ["y"]},
@@ -85,11 +74,6 @@ def light_latencies(url, n, warmup=20):
         out.append((time.perf_counter() - t0) * 1e3)
         r.raise_for_status()
     return out
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def heavy_load(url, clients, stop, done):
@@ -135,7 +119,7 @@ def measure(binary, n_requests, blocks=1):
     fd, path = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(cfg, f)
-    proc, url = start_server(binary, path)
+    proc, url = start_server(binary, ["--config", path])
     info = None
     idle, loaded, heavy_done = [], [], 0
     blocks = max(1, blocks)
@@ -199,20 +183,12 @@ def main():
     text = "\n".join(lines) + "\n\n" + summary
     print(text)
     if args.write_readme:
-        readme = os.path.join(HERE, "README.md")
-        old = open(readme).read()
         head = "## isolation"
         body = (head + "\n\n`bench/isolation.py`: two partitions of share 0.5 (one pinned core each here), a light "
                 "tenant's tiny `/v1/run` latency (%d requests, one at a time) idle and while a heavy tenant's 4 "
                 "clients keep its own partition busy with matmul chains.\n\n" % args.requests + text +
                 "\n\nRun: `python3 bench/isolation.py --build build --runs 5 --blocks 5 --write-readme`.\n")
-        if head in old:
-            start = old.index(head)
-            nxt = old.find("\n## ", start + 1)
-            old = old[:start] + body + (old[nxt + 1:] if nxt >= 0 else "")
-        else:
-            old = old.rstrip("\n") + "\n\n" + body
-        open(readme, "w").write(old)
+        write_readme_section(head, body)
 
 
 if __name__ == "__main__":

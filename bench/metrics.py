@@ -31,8 +31,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+import urllib.parse
+
+from benchlib import pct, start_server, write_readme_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -53,17 +55,6 @@ NOISE = ("Noise: the machine has 2 cores shared with other jobs, and server, cli
          "ones.")
 
 CONFIGS = [("on", []), ("off", ["--metrics", "off"]), ("none", ["--metrics", "off", "--trace", "off"])]
-
-
-def start_server(binary, extra):
-    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--backend", "cpu"] + extra, stderr=subprocess.PIPE)
-    line = p.stderr.readline().decode()
-    m = re.search(r"listening on http://([^:/\s]+):(\d+)", line)
-    if not m:
-        p.kill()
-        raise SystemExit("server did not start: " + line)
-    threading.Thread(target=lambda: [None for _ in iter(p.stderr.readline, b"")], daemon=True).start()
-    return p, m.group(1), int(m.group(2))
 
 
 class Conn:
@@ -96,11 +87,6 @@ def cpu_ns(pid):
     return total
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
 def wrk_round(url, seconds, lua):
     out = subprocess.run(["wrk", "-t2", "-c8", "-d%ds" % seconds, "--latency", "-s", lua, url + "/v1/run"],
                          capture_output=True, text=True, timeout=seconds + 60).stdout
@@ -131,7 +117,9 @@ def main():
     servers = {}
     try:
         for name, extra in CONFIGS:
-            servers[name] = start_server(binary, extra)
+            proc, url = start_server(binary, ["--backend", "cpu"] + extra)
+            u = urllib.parse.urlsplit(url)
+            servers[name] = (proc, u.hostname, u.port)
         conns = {name: Conn(h, p) for name, (_, h, p) in servers.items()}
         # Warm up: first-use caches, allocator, series, and a full trace ring
         # (65536 records, ~10 per request), as in a server that has run a while.
@@ -244,8 +232,6 @@ def main():
     text = "\n".join(lines) + "\n\n" + summary + micro
     print(text)
     if args.write_readme:
-        readme = os.path.join(HERE, "README.md")
-        old = open(readme).read()
         head = "## metrics"
         body = (head + "\n\n`bench/metrics.py`: three servers of the same binary, recording everything (on, the "
                 "default), no metrics (`--metrics off`) and nothing (`--metrics off --trace off`); one client sends "
@@ -258,13 +244,7 @@ def main():
                                                  % args.wrk_seconds if use_wrk else "") +
                 text + "\n\nRun: `python3 bench/metrics.py --build build --write-readme` (`make bench` runs it "
                 "without `--write-readme`).\n\n" + NOISE + "\n\n")
-        if head in old:
-            start = old.index(head)
-            nxt = old.find("\n## ", start + 1)
-            old = old[:start] + body + (old[nxt + 1:] if nxt >= 0 else "")
-        else:
-            old = old.rstrip("\n") + "\n\n" + body
-        open(readme, "w").write(old)
+        write_readme_section(head, body)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from benchlib import write_readme_section
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -87,25 +89,6 @@ def table(copy, steps, tuned, torch_ms, torch_version):
 README_HEAD = "## optim"
 
 
-def write_readme(text):
-    """Replaces (or appends) this script's "## optim" section of bench/README.md."""
-    path = os.path.join(HERE, "README.md")
-    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    sections, cur = [], []
-    for line in old.splitlines():
-        if line.startswith("## ") and cur:
-            sections.append(cur)
-            cur = []
-        cur.append(line)
-    if cur:
-        sections.append(cur)
-    mine = (README_HEAD + "\n\n" + text.rstrip()).splitlines()
-    kept = [sec for sec in sections if sec[0].strip() != README_HEAD]
-    out = [("\n".join(sec)).rstrip() for sec in kept] + ["\n".join(mine)]
-    with open(path, "w") as f:
-        f.write("\n\n".join(out) + "\n")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("TENSORD_BUILD", os.path.join(REPO, "build")))
@@ -133,7 +116,8 @@ def main():
              % (args.numel >> 20, args.tensors, args.reps))
     print(intro + text)
     if args.write_readme:
-        write_readme(intro + text + "\n\nRun: `python3 bench/optim.py --build build --write-readme`.")
+        write_readme_section(README_HEAD, README_HEAD + "\n\n" + intro + text +
+                             "\n\nRun: `python3 bench/optim.py --build build --write-readme`.")
     return 0
 
 

@@ -156,26 +156,34 @@ Geometry geometry(const Shape& shape, int64_t dim, DType dt) {
   return g;
 }
 
+// Slice i along the scanned dim of a tensor laid out as `g`: copied out of
+// `whole` into the contiguous `slice`, or back.
+void gather_slice(const Geometry& g, const void* whole, int64_t i, void* slice) {
+  const char* src = static_cast<const char*>(whole);
+  char* dst = static_cast<char*>(slice);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    std::memcpy(dst + o * g.inner_bytes, src + (o * g.n + i) * g.inner_bytes, static_cast<size_t>(g.inner_bytes));
+  }
+}
+
+void scatter_slice(const Geometry& g, const void* slice, void* whole, int64_t i) {
+  const char* src = static_cast<const char*>(slice);
+  char* dst = static_cast<char*>(whole);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    std::memcpy(dst + (o * g.n + i) * g.inner_bytes, src + o * g.inner_bytes, static_cast<size_t>(g.inner_bytes));
+  }
+}
+
 Tensor slice_at(const OpContext& ctx, const Tensor& x, int64_t dim, int64_t i) {
   Shape s = x.shape();
   s.erase(s.begin() + dim);
   Tensor out = ctx.empty(x.dtype(), s);
-  Geometry g = geometry(x.shape(), dim, x.dtype());
-  const char* src = static_cast<const char*>(x.data());
-  char* dst = static_cast<char*>(out.data());
-  for (int64_t o = 0; o < g.outer; ++o) {
-    std::memcpy(dst + o * g.inner_bytes, src + (o * g.n + i) * g.inner_bytes, static_cast<size_t>(g.inner_bytes));
-  }
+  gather_slice(geometry(x.shape(), dim, x.dtype()), x.data(), i, out.data());
   return out;
 }
 
 void put_at(Tensor& out, int64_t dim, int64_t i, const Tensor& y) {
-  Geometry g = geometry(out.shape(), dim, out.dtype());
-  const char* src = static_cast<const char*>(y.data());
-  char* dst = static_cast<char*>(out.data());
-  for (int64_t o = 0; o < g.outer; ++o) {
-    std::memcpy(dst + (o * g.n + i) * g.inner_bytes, src + o * g.inner_bytes, static_cast<size_t>(g.inner_bytes));
-  }
+  scatter_slice(geometry(out.shape(), dim, out.dtype()), y.data(), out.data(), i);
 }
 
 void check_running(const ExecOptions& opts, const std::string& what, int64_t iter, const std::string& node) {
@@ -346,14 +354,9 @@ Tensor to_rows(const OpContext& ctx, const Tensor& x, int64_t dim, bool reverse)
   s.insert(s.begin(), n);
   Tensor out = ctx.empty(x.dtype(), s);
   Geometry g = geometry(x.shape(), dim, x.dtype());
-  const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(out.data());
   for (int64_t p = 0; p < g.n; ++p) {
-    const int64_t i = reverse ? g.n - 1 - p : p;
-    for (int64_t o = 0; o < g.outer; ++o) {
-      std::memcpy(dst + (p * g.outer + o) * g.inner_bytes, src + (o * g.n + i) * g.inner_bytes,
-                  static_cast<size_t>(g.inner_bytes));
-    }
+    gather_slice(g, x.data(), reverse ? g.n - 1 - p : p, dst + p * g.outer * g.inner_bytes);
   }
   return out;
 }
@@ -362,13 +365,8 @@ Tensor from_rows(const OpContext& ctx, const Tensor& rows, const Shape& shape, i
   Tensor out = ctx.empty(rows.dtype(), shape);
   Geometry g = geometry(shape, dim, rows.dtype());
   const char* src = static_cast<const char*>(rows.data());
-  char* dst = static_cast<char*>(out.data());
   for (int64_t p = 0; p < g.n; ++p) {
-    const int64_t i = reverse ? g.n - 1 - p : p;
-    for (int64_t o = 0; o < g.outer; ++o) {
-      std::memcpy(dst + (o * g.n + i) * g.inner_bytes, src + (p * g.outer + o) * g.inner_bytes,
-                  static_cast<size_t>(g.inner_bytes));
-    }
+    scatter_slice(g, src + p * g.outer * g.inner_bytes, out.data(), reverse ? g.n - 1 - p : p);
   }
   return out;
 }

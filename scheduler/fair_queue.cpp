@@ -32,20 +32,25 @@ FairQueue::FairQueue(std::vector<PartitionSpec> partitions, std::vector<TenantSp
     partitions_.push_back(std::move(st));
   }
   for (const auto& t : tenant_specs_) {
-    auto it = partition_index_.find(t.partition);
-    TENSORD_CHECK(it != partition_index_.end(), kInvalidArgument,
-                  "tenant '" + t.name + "': unknown partition '" + t.partition + "'");
-    TENSORD_CHECK(t.weight > 0, kInvalidArgument, "tenant '" + t.name + "': weight must be > 0");
-    TENSORD_CHECK(t.max_queued >= 0 && t.max_running >= 1, kInvalidArgument,
-                  "tenant '" + t.name + "': max_queued must be >= 0 and max_running >= 1");
+    const size_t part = checked_partition_of(t);
     TENSORD_CHECK(tenant_index_.emplace(t.name, tenants_.size()).second, kInvalidArgument,
                   "tenant '" + t.name + "' is defined twice");
     Tenant st;
     st.spec = t;
-    st.partition = it->second;
-    partitions_[it->second].tenants.push_back(tenants_.size());
+    st.partition = part;
+    partitions_[part].tenants.push_back(tenants_.size());
     tenants_.push_back(std::move(st));
   }
+}
+
+size_t FairQueue::checked_partition_of(const TenantSpec& t) const {
+  auto it = partition_index_.find(t.partition);
+  TENSORD_CHECK(it != partition_index_.end(), kInvalidArgument,
+                "tenant '" + t.name + "': unknown partition '" + t.partition + "'");
+  TENSORD_CHECK(t.weight > 0, kInvalidArgument, "tenant '" + t.name + "': weight must be > 0");
+  TENSORD_CHECK(t.max_queued >= 0 && t.max_running >= 1, kInvalidArgument,
+                "tenant '" + t.name + "': max_queued must be >= 0 and max_running >= 1");
+  return it->second;
 }
 
 FairQueue::Tenant& FairQueue::tenant_state(const std::string& name) {
@@ -77,15 +82,10 @@ void FairQueue::reconfigure(const std::vector<PartitionSpec>& partitions, const 
     TENSORD_CHECK(p.workqueue_limit >= 1, kInvalidArgument, "partition '" + p.name + "': workqueue_limit must be >= 1");
   }
   for (const auto& t : tenants) {
-    auto it = partition_index_.find(t.partition);
-    TENSORD_CHECK(it != partition_index_.end(), kInvalidArgument,
-                  "tenant '" + t.name + "': unknown partition '" + t.partition + "'");
-    TENSORD_CHECK(t.weight > 0, kInvalidArgument, "tenant '" + t.name + "': weight must be > 0");
-    TENSORD_CHECK(t.max_queued >= 0 && t.max_running >= 1, kInvalidArgument,
-                  "tenant '" + t.name + "': max_queued must be >= 0 and max_running >= 1");
+    const size_t part = checked_partition_of(t);
     TENSORD_CHECK(listed.emplace(t.name, 0).second, kInvalidArgument, "tenant '" + t.name + "' is defined twice");
     auto known = tenant_index_.find(t.name);
-    TENSORD_CHECK(known == tenant_index_.end() || tenants_[known->second].partition == it->second, kInvalidArgument,
+    TENSORD_CHECK(known == tenant_index_.end() || tenants_[known->second].partition == part, kInvalidArgument,
                   "tenant '" + t.name + "' cannot move to partition '" + t.partition + "'");
   }
   // Valid: apply.

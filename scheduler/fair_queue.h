@@ -137,6 +137,9 @@ class FairQueue {
     DrainRate drain;
   };
 
+  // Checks a tenant spec (known partition, weight, queue limits); returns
+  // its partition's index. Throws Error(kInvalidArgument).
+  size_t checked_partition_of(const TenantSpec& t) const;
   Tenant& tenant_state(const std::string& name);
   const Tenant& tenant_state(const std::string& name) const;
   Partition& partition_state(const std::string& name);

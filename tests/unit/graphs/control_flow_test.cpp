@@ -17,22 +17,6 @@ namespace tensord {
 namespace {
 using namespace testing_util;
 
-TensorMeta meta(DType d, Shape s) {
-  TensorMeta m;
-  m.dtype = d;
-  m.shape = std::move(s);
-  return m;
-}
-
-std::shared_ptr<const Program> sub(std::vector<ProgramInput> inputs, std::vector<Node> nodes,
-                                   std::vector<std::string> outputs) {
-  auto p = std::make_shared<Program>();
-  p->inputs = std::move(inputs);
-  p->nodes = std::move(nodes);
-  p->outputs = std::move(outputs);
-  return p;
-}
-
 Tensor scalar_bool(bool v) {
   Tensor t = Tensor::empty_host(DType::kBool, {});
   *t.data_ptr<bool>() = v;

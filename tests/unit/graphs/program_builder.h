@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ inline Node node(std::string id, std::string op, std::vector<ArgExpr> args, std:
   n.outputs = std::move(outs);
   n.kwargs = std::move(kwargs);
   return n;
+}
+inline TensorMeta meta(DType d, Shape s) {
+  TensorMeta m;
+  m.dtype = d;
+  m.shape = std::move(s);
+  return m;
+}
+// A subprogram (cond branches, loop bodies, combine functions).
+inline std::shared_ptr<const Program> sub(std::vector<ProgramInput> inputs, std::vector<Node> nodes,
+                                          std::vector<std::string> outputs) {
+  auto p = std::make_shared<Program>();
+  p->inputs = std::move(inputs);
+  p->nodes = std::move(nodes);
+  p->outputs = std::move(outputs);
+  return p;
 }
 inline Tensor f32(Shape shape, std::vector<float> v) {
   Tensor t = Tensor::empty_host(DType::kFloat32, std::move(shape));

@@ -20,22 +20,6 @@ namespace tensord {
 namespace {
 using namespace testing_util;
 
-TensorMeta meta(DType d, Shape s) {
-  TensorMeta m;
-  m.dtype = d;
-  m.shape = std::move(s);
-  return m;
-}
-
-std::shared_ptr<const Program> sub(std::vector<ProgramInput> inputs, std::vector<Node> nodes,
-                                   std::vector<std::string> outputs) {
-  auto p = std::make_shared<Program>();
-  p->inputs = std::move(inputs);
-  p->nodes = std::move(nodes);
-  p->outputs = std::move(outputs);
-  return p;
-}
-
 Tensor random_f32(Shape s, std::mt19937& rng) {
   Tensor t = Tensor::empty_host(DType::kFloat32, std::move(s));
   std::normal_distribution<float> d;

@@ -15,6 +15,7 @@
 #include "scheduler/job_scheduler.h"
 #include "scheduler/queue_full_error.h"
 #include "scheduler/tenant_registry.h"
+#include "tests/unit/scheduler/sync_helpers.h"
 
 namespace tensord {
 namespace {
@@ -342,49 +343,8 @@ TEST(FairQueueReconfigure, InvalidChangesNothing) {
 
 // ---- JobScheduler::reconfigure with real runner threads ----
 
-class Gate {
- public:
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu_);
-    ++waiting_;
-    cv_.notify_all();
-    cv_.wait(lk, [&] { return open_; });
-    --waiting_;
-  }
-  void wait_for_waiters(int n) {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return waiting_ >= n; });
-  }
-  void open() {
-    std::lock_guard<std::mutex> lk(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int waiting_ = 0;
-  bool open_ = false;
-};
-
-class Counter {
- public:
-  void add() {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++n_;
-    cv_.notify_all();
-  }
-  void wait_for(int n) {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return n_ >= n; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_ = 0;
-};
+using testing_util::Counter;
+using testing_util::Gate;
 
 JobScheduler::FailFn no_fail() {
   return [](const Error& e) { ADD_FAILURE() << "unexpected fail: " << e.message(); };

@@ -105,23 +105,29 @@ class Conn:
         return r, body
 
 
-def timed(conn, path, body, n, warm=20):
-    """Median round trip (request written to response body read, JSON
-    decoding excluded), Server-Timing total, job run_ms and queue_ms."""
-    data = json.dumps(body).encode()
-    for _ in range(warm):
-        conn.post(path, data)
-    rtt, srv, run, queue = [], [], [], []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        r, raw = conn.post(path, data)
-        rtt.append((time.perf_counter() - t0) * 1e3)
-        srv.append(server_ms(r))
-        job = json.loads(raw)["job"]
-        run.append(job["run_ms"])
-        queue.append(job["queue_ms"])
-    med = statistics.median
-    return {"rtt": med(rtt), "server": med(srv), "run": med(run), "queue": med(queue)}
+def timed(conn, reqs, n, blocks=5, warm=10):
+    """Per (path, body) in reqs: median round trip (request written to
+    response body read, JSON decoding excluded), Server-Timing total, job
+    run_ms and queue_ms over n requests. The requests go in blocks of n /
+    blocks per entry, entries taking turns, so that drifting load on a shared
+    machine hits each alike while each block runs back to back (warm caches,
+    as a loop of replays would); each block starts with `warm` untimed ones."""
+    datas = [(path, json.dumps(body).encode()) for path, body in reqs]
+    cols = [{"rtt": [], "server": [], "run": [], "queue": []} for _ in datas]
+    per = max(1, n // blocks)
+    for _ in range(blocks):
+        for (path, data), col in zip(datas, cols):
+            for _ in range(warm):
+                conn.post(path, data)
+            for _ in range(per):
+                t0 = time.perf_counter()
+                r, raw = conn.post(path, data)
+                col["rtt"].append((time.perf_counter() - t0) * 1e3)
+                col["server"].append(server_ms(r))
+                job = json.loads(raw)["job"]
+                col["run"].append(job["run_ms"])
+                col["queue"].append(job["queue_ms"])
+    return [{k: statistics.median(v) for k, v in col.items()} for col in cols]
 
 
 def capture(session, url, prog):
@@ -155,9 +161,9 @@ def main():
         c = Conn(url)
         prog = program_200()
         x = tensor(N, 3)
-        run = timed(c, "/v1/run", {"program": prog, "inputs": {"x": x}}, args.requests)
         gid = capture(s, url, prog)
-        rep = timed(c, "/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}}, args.requests)
+        run, rep = timed(c, [("/v1/run", {"program": prog, "inputs": {"x": x}}),
+                             ("/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}})], args.requests)
         # Same answers either way.
         a = s.post(url + "/v1/run", json={"program": prog, "inputs": {"x": x}}).json()["outputs"]
         b = s.post(url + "/v1/graphs/%s/replay" % gid, json={"inputs": {"x": x}}).json()["outputs"]
@@ -171,9 +177,9 @@ def main():
                 xin = tensor(16, 5)
                 if route == "replay":
                     g = capture(s, url, p)
-                    pts[n] = timed(c, "/v1/graphs/%s/replay" % g, {"inputs": {"x": xin}}, args.requests)
+                    pts[n] = timed(c, [("/v1/graphs/%s/replay" % g, {"inputs": {"x": xin}})], args.requests)[0]
                 else:
-                    pts[n] = timed(c, "/v1/run", {"program": p, "inputs": {"x": xin}}, args.requests // 3)
+                    pts[n] = timed(c, [("/v1/run", {"program": p, "inputs": {"x": xin}})], args.requests // 3)[0]
             slopes[route] = {k: (pts[400][k] - pts[100][k]) / 300 * 1e3 for k in ("server", "run", "rtt")}
     finally:
         proc.terminate()

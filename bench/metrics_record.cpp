@@ -4,7 +4,9 @@
 // one thread (no contention; the series exist already, as in a warm server).
 // Prints one JSON line: {"metrics_ns", "trace_ns", "iters", "reps",
 // "parts_ns": {"job_events", "ops", "job_end", "http"}} per request, each
-// the median of --reps runs.
+// the median of --reps runs; parts_ns also has "op_launch_in_200" (one op
+// launch of a 200-node job, its batch committed once) and "trace_op_span"
+// (one op span inside a running job), per node.
 //
 //   metrics_record_bench [--iters 200000] [--reps 7]
 #include <algorithm>
@@ -75,8 +77,10 @@ int main(int argc, char** argv) {
       em.on_event(ev);
     }
   };
+  OpMetrics::Batch batch;
   auto ops = [&](int) {
-    for (const auto& b : cp.nodes) em.op_ran(b.op->name, 1e-6);
+    for (const auto& b : cp.nodes) batch.add(b.op->name, 1e-6);
+    em.ops_ran(batch);
   };
   const std::string device = "cpu:0";
   auto job_end = [&](int) {
@@ -91,6 +95,11 @@ int main(int argc, char** argv) {
     job_end(i);
     request(i);
   });
+  // A 200-node job's op launches, per node (summed per op, one commit).
+  const double op_launch_ns = median_ns_per_iter(reps, std::max(1, iters / 200), [&](int) {
+    for (int k = 0; k < 200; ++k) batch.add(cp.nodes[static_cast<size_t>(k) % cp.nodes.size()].op->name, 1e-6);
+    em.ops_ran(batch);
+  }) / 200;
   const double events_ns = median_ns_per_iter(reps, iters, events);
   const double ops_ns = median_ns_per_iter(reps, iters, ops);
   const double job_end_ns = median_ns_per_iter(reps, iters, job_end);
@@ -108,6 +117,19 @@ int main(int argc, char** argv) {
     job.succeed(JobResult{});
     engine_trace::job_ended(job);
   });
+  // One op span inside a running job (a long program's or replay's nodes).
+  double op_span_ns = 0;
+  {
+    Job job("job-" + std::to_string(iters + 1), tenant, partition);  // a plain "job-N" id
+    job.start();
+    engine_trace::job_started(job);
+    constexpr int kSpans = 200;
+    op_span_ns = median_ns_per_iter(reps, std::max(1, iters / kSpans), [&](int) {
+      for (int k = 0; k < kSpans; ++k) engine_trace::op_ran(cp, cp.nodes[static_cast<size_t>(k) % cp.nodes.size()], 1e-6);
+    }) / kSpans;
+    job.succeed(JobResult{});
+    engine_trace::job_ended(job);
+  }
   // The same loop with the trace off: the Job and scope themselves.
   TraceBuffer::global().set_enabled(false);
   double base_ns = median_ns_per_iter(reps, iters, [&](int i) {
@@ -122,7 +144,8 @@ int main(int argc, char** argv) {
   });
   std::printf(
       "{\"metrics_ns\": %.1f, \"trace_ns\": %.1f, \"iters\": %d, \"reps\": %d, \"parts_ns\": {\"job_events\": %.1f, "
-      "\"ops\": %.1f, \"job_end\": %.1f, \"http\": %.1f}}\n",
-      metrics_ns, std::max(0.0, trace_ns - base_ns), iters, reps, events_ns, ops_ns, job_end_ns, request_ns);
+      "\"ops\": %.1f, \"job_end\": %.1f, \"http\": %.1f, \"op_launch_in_200\": %.1f, \"trace_op_span\": %.1f}}\n",
+      metrics_ns, std::max(0.0, trace_ns - base_ns), iters, reps, events_ns, ops_ns, job_end_ns, request_ns,
+      op_launch_ns, op_span_ns);
   return 0;
 }

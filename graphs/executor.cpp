@@ -61,7 +61,8 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     } catch (const std::bad_alloc&) {
       throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t_end = std::chrono::steady_clock::now();
+    double secs = std::chrono::duration<double>(t_end - t0).count();
     if (out.size() < b.outputs.size())
       throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
     for (size_t k = 0; k < b.outputs.size(); ++k) {
@@ -86,7 +87,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     for (int v : b.outputs) {
       if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
     }
-    if (opts.on_node) opts.on_node(b, secs);
+    if (opts.on_node) opts.on_node(b, secs, t_end);
   }
   for (const auto& [name, id] : cp.outputs) res.outputs.emplace_back(name, vals[static_cast<size_t>(id)]);
   res.stored_writes = pending.take();

@@ -23,7 +23,8 @@ struct ExecOptions {
   // null: such ops see no stored tensors.
   std::function<std::optional<Tensor>(const std::string&)> stored_read;
   // Called after each node with its id, op, and seconds spent (metrics, traces).
-  std::function<void(const BoundNode&, double seconds)> on_node;
+  // After each node: its run time and the clock reading at its end.
+  std::function<void(const BoundNode&, double seconds, std::chrono::steady_clock::time_point end)> on_node;
 };
 
 struct ExecResult {

@@ -63,11 +63,11 @@ size_t GraphStore::size() const {
   return graphs_.size();
 }
 
-std::map<std::string, Tensor> load_replay_inputs(CapturedGraph& g, const std::map<std::string, Tensor>& inputs) {
+void check_replay_inputs(const CapturedGraph& g, const std::map<std::string, Tensor>& inputs) {
   for (const auto& [name, t] : inputs) {
     if (!g.buffers.count(name)) throw Error(ErrorCode::kBadRequest, "input '" + name + "' is not a graph input");
   }
-  for (auto& [name, buf] : g.buffers) {
+  for (const auto& [name, buf] : g.buffers) {
     auto it = inputs.find(name);
     if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const Tensor& t = it->second;
@@ -75,15 +75,10 @@ std::map<std::string, Tensor> load_replay_inputs(CapturedGraph& g, const std::ma
       throw Error(ErrorCode::kConflict, "graph '" + g.id + "' was captured with input '" + name + "' " +
                                             buf.meta().str() + ", the replay gives " + t.meta().str());
     }
-  }
-  for (auto& [name, buf] : g.buffers) {
-    const Tensor& t = inputs.at(name);
     if (t.device().type != DeviceType::kCPU || buf.device().type != DeviceType::kCPU) {
       throw Error(ErrorCode::kUnsupported, "graph replay copies inputs on the host only (for now)");
     }
-    if (buf.nbytes()) std::memcpy(buf.data(), t.data(), buf.nbytes());
   }
-  return g.buffers;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
+#include "ops/recorded_block.h"
 
 namespace tensord {
 
@@ -23,6 +24,11 @@ struct ReplayPlan::Instruction {
   // Per result the kernel returns: the named outputs' static tensors first,
   // then scratch buffers for results the node does not name.
   std::vector<Tensor> slots;
+  // The kernel's loop, recorded on the first run when its op allows it
+  // (ops/recorded_block.h); `fast` replays call it instead of the kernel.
+  bool try_record = false;
+  bool fast = false;
+  RecordedBlock block;
 };
 
 namespace {
@@ -67,6 +73,10 @@ size_t ReplayPlan::general_instructions() const {
   return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.general; }));
 }
 
+size_t ReplayPlan::recorded_instructions() const {
+  return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.fast; }));
+}
+
 size_t ReplayPlan::buffers() const {
   return n_buffers_;
 }
@@ -102,6 +112,7 @@ void ReplayPlan::bind(const std::map<std::string, Tensor>& input_buffers, GraphP
     Instruction& ins = code_[i];
     ins.node = &b;
     ins.general = b.control != nullptr || b.op->mutates >= 0;
+    ins.try_record = !ins.general && b.op->records_blocks && b.writes_stored.empty() && b.outputs.size() == 1;
     if (!b.control) {
       auto kit = b.op->kernels.find(bname);
       if (kit == b.op->kernels.end()) {
@@ -147,6 +158,40 @@ void ReplayPlan::bind(const std::map<std::string, Tensor>& input_buffers, GraphP
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     code_[i].args = bind_node_args<Tensor>(cp.nodes[i], [this](size_t v) { return values_[v]; });
   }
+  for (const Tensor& t : values_) {
+    if (!t.defined() || t.device().type != DeviceType::kCPU || t.nbytes() == 0) continue;
+    const char* p = static_cast<const char*>(t.data());
+    static_ranges_.emplace_back(p, p + t.nbytes());
+  }
+  std::sort(static_ranges_.begin(), static_ranges_.end());
+}
+
+bool ReplayPlan::in_static_range(const void* p, size_t bytes) const {
+  const char* b = static_cast<const char*>(p);
+  // The last range starting at or before b (ranges may nest: views).
+  auto it = std::upper_bound(static_ranges_.begin(), static_ranges_.end(), b,
+                             [](const char* x, const std::pair<const char*, const char*>& r) { return x < r.first; });
+  for (; it != static_ranges_.begin();) {
+    --it;
+    if (b + bytes <= it->second) return true;
+  }
+  return false;
+}
+
+bool ReplayPlan::keep_recording(const BlockRecorder& rec, const Tensor& out, const Tensor& slot) const {
+  const RecordedBlock& blk = rec.block;
+  if (!rec.usable() || !same_buffer(out, slot) || blk.out != slot.data() || blk.out_count != slot.numel() ||
+      blk.out_elem != dtype_size(slot.dtype())) {
+    return false;
+  }
+  for (int k = 0; k < blk.n_inputs; ++k) {
+    if ((blk.inline_mask >> k) & 1) continue;  // held in the block
+    // The last element the loop reads, plus one.
+    const int64_t last = (blk.rows - 1) * blk.row_stride[k] + (blk.row_len - 1) * blk.stride[k];
+    const size_t bytes = static_cast<size_t>(last + 1) * blk.in_elem[k];
+    if (!in_static_range(blk.in[k], bytes)) return false;  // a kernel's temporary
+  }
+  return true;
 }
 
 bool ReplayPlan::is_static(const Tensor& t) const {
@@ -165,7 +210,7 @@ void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const Tensor& t = it->second;
-    if (same_buffer(t, buf)) continue;  // loaded by the caller (load_replay_inputs)
+    if (same_buffer(t, buf)) continue;  // the caller passed the static buffer itself
     if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
       throw Error(ErrorCode::kConflict,
                   "input '" + name + "' is " + t.meta().str() + ", the graph was captured with " + buf.meta().str());
@@ -196,7 +241,15 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
     if (t0 > opts.deadline) {
       throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
     }
+    if (ins.fast) {
+      ins.block.run(ctx);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count(), t1);
+      t0 = t1;
+      continue;
+    }
     std::vector<Tensor> out;
+    BlockRecorder rec;
     try {
       if (b.control) {
         ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
@@ -207,8 +260,10 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
       } else {
         slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
         ctx.out_slots = &slots;
+        if (ins.try_record) ctx.recorder = &rec;
         out = (*ins.kernel)(ctx, ins.args);
         ctx.out_slots = nullptr;
+        ctx.recorder = nullptr;
       }
     } catch (const Error& e) {
       throw e.with_node(b.id);
@@ -240,9 +295,14 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
       if (dst.nbytes()) std::memcpy(dst.data(), out[k].data(), dst.nbytes());
       ++copies;
     }
+    if (ins.try_record) {
+      ins.try_record = false;
+      ins.fast = keep_recording(rec, out[0], values_[static_cast<size_t>(b.outputs[0])]);
+      if (ins.fast) ins.block = rec.block;
+    }
     if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
     const auto t1 = std::chrono::steady_clock::now();
-    if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count());
+    if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count(), t1);
     t0 = t1;
   }
   if (copies) slot_copies_.fetch_add(copies, std::memory_order_relaxed);

@@ -12,6 +12,13 @@
 // reduction, shape, creation and linalg op; a kernel's own host scratch,
 // such as a cast copy of a scalar operand, stays as it is).
 //
+// The first run records, for each elementwise node, the kernel's one loop
+// over its buffers (ops/recorded_block.h); later runs call that loop
+// directly, which skips the kernel's dispatch, broadcast planning and result
+// vectors (on float32[64], ~0.2 us of a ~0.24 us node). A recording is kept
+// only when every operand lies in a static buffer (not a kernel temporary)
+// and the result went to the node's slot; anything else stays a kernel call.
+//
 // Where a result does not land in its buffer (a view such as reshape, `to`
 // returning its input, a temporary that took the slot), it is copied there,
 // so the memory plan holds whatever a kernel does. Control-flow nodes and
@@ -33,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graphs/compiled_program.h"
@@ -40,6 +48,8 @@
 #include "graphs/graph_pool.h"
 
 namespace tensord {
+
+struct BlockRecorder;
 
 class ReplayPlan {
  public:
@@ -64,6 +74,8 @@ class ReplayPlan {
   size_t instructions() const;
   // Instructions on the general path (control flow, in-place ops).
   size_t general_instructions() const;
+  // Instructions that run as a recorded loop (after the first run).
+  size_t recorded_instructions() const;
   // Pool buffers the plan binds (one chunk each).
   size_t buffers() const;
   // Results that did not land in their buffer and were copied there, over
@@ -75,6 +87,8 @@ class ReplayPlan {
   void bind(const std::map<std::string, Tensor>& input_buffers, GraphPool& pool, Backend* backend);
   void load_inputs(const std::map<std::string, Tensor>& inputs);
   bool is_static(const Tensor& t) const;
+  bool in_static_range(const void* p, size_t bytes) const;
+  bool keep_recording(const BlockRecorder& rec, const Tensor& out, const Tensor& slot) const;
   Tensor copy_out(const Tensor& t) const;
 
   std::shared_ptr<const CompiledProgram> cp_;
@@ -83,6 +97,7 @@ class ReplayPlan {
   std::vector<Tensor> values_;  // per value id: its static tensor (input buffer, constant, pool view)
   std::vector<std::pair<std::string, Tensor>> inputs_;  // name -> static input buffer
   std::vector<const Storage*> static_storage_;          // sorted: input buffers and pool chunks
+  std::vector<std::pair<const char*, const char*>> static_ranges_;  // sorted: bytes of every static value
   size_t n_buffers_ = 0;
   std::atomic<int64_t> slot_copies_{0};
 };

@@ -1,6 +1,7 @@
 #include "metrics/metrics.h"
 
 #include <mutex>
+#include <utility>
 
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -22,12 +23,37 @@ const ProcessCollector& process_collector() {
   static const auto* collector = new ProcessCollector();
   return *collector;
 }
+struct Collectors {
+  std::mutex mu;
+  std::vector<std::function<std::vector<prometheus::MetricFamily>()>> list;
+};
+Collectors& collectors() {
+  static auto* c = new Collectors();  // leaked, as the registry
+  return *c;
+}
+
+void append(std::vector<prometheus::MetricFamily>& to, std::vector<prometheus::MetricFamily> more) {
+  to.insert(to.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
 }  // namespace
 
-std::string render_metrics() {
+void register_collector(std::function<std::vector<prometheus::MetricFamily>()> collect) {
+  Collectors& c = collectors();
+  std::lock_guard lock(c.mu);
+  c.list.push_back(std::move(collect));
+}
+
+std::vector<prometheus::MetricFamily> collect_metrics() {
   auto families = metrics_registry().Collect();
-  auto process = process_collector().Collect();
-  families.insert(families.end(), std::make_move_iterator(process.begin()), std::make_move_iterator(process.end()));
+  Collectors& c = collectors();
+  std::lock_guard lock(c.mu);
+  for (const auto& f : c.list) append(families, f());
+  return families;
+}
+
+std::string render_metrics() {
+  auto families = collect_metrics();
+  append(families, process_collector().Collect());
   return prometheus::TextSerializer().Serialize(families);
 }
 

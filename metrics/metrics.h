@@ -4,10 +4,13 @@
 // export. Thread-safe: prometheus-cpp families and metrics are thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace prometheus {
 class Registry;
+struct MetricFamily;
 }
 
 namespace tensord {
@@ -16,10 +19,18 @@ namespace tensord {
 // (metric references handed out by it stay valid until exit).
 prometheus::Registry& metrics_registry();
 
+// Every family: the registry's and the collectors' (below), without process_*.
+std::vector<prometheus::MetricFamily> collect_metrics();
+
 // Prometheus text exposition format (0.0.4) of every registered family plus
 // process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
 // and process_start_time_seconds, read from /proc at call time.
 std::string render_metrics();
+
+// Families a component keeps outside the registry (its own counters, read
+// at scrape time) join render_metrics' output through `collect`. Collectors
+// are never removed: register a process-lifetime object's.
+void register_collector(std::function<std::vector<prometheus::MetricFamily>()> collect);
 
 // tensord_build_info{version, backend} = 1. Calling again replaces the series.
 void register_build_info(const std::string& version, const std::string& backend);

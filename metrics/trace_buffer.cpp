@@ -558,8 +558,13 @@ TraceRequestScope::TraceRequestScope(const std::string& method, const std::strin
   tls_scope = this;
 }
 
+void TraceRequestScope::detach() {
+  if (!detached_ && tls_scope == this) tls_scope = outer_;
+  detached_ = true;
+}
+
 TraceRequestScope::~TraceRequestScope() {
-  tls_scope = outer_;
+  if (!detached_) tls_scope = outer_;
   TraceBuffer& tb = TraceBuffer::global();
   if (!tb.enabled()) return;
   const RequestNameCacheEntry& name = request_name(method_, route_);

@@ -219,6 +219,10 @@ class TraceRequestScope {
 
   // The scope of the calling thread, or nullptr.
   static TraceRequestScope* current();
+  // No longer the calling thread's scope (an asynchronous request whose
+  // handler returned): the span goes on until the destructor, which may
+  // then run on any thread. The referenced strings must live until then.
+  void detach();
   // The request submitted a job: its span belongs to `tenant`; a flow starts here.
   void add_job(const std::string& tenant, uint64_t flow_id, const std::string& job_id);
   uint32_t lane() const { return lane_; }
@@ -235,6 +239,7 @@ class TraceRequestScope {
   std::string tenant_;
   std::string jobs_;  // comma-separated; only kept once plain_jobs_ is false
   TraceRequestScope* outer_;
+  bool detached_ = false;
 };
 
 // The N of a job id "job-N" (N without leading zeros, fits 64 bits): true

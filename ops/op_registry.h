@@ -21,6 +21,7 @@
 namespace tensord {
 
 class Backend;
+struct BlockRecorder;
 class MemoryAccount;
 class ThreadPool;
 
@@ -105,6 +106,9 @@ struct OpContext {
   // CPU kernels run inline on the runner, which is the stream's only user,
   // so they are in stream order.
   Stream stream{};
+  // Set by a graph replay plan for a node's first run: the CPU elementwise
+  // engine records its loop there (ops/recorded_block.h).
+  BlockRecorder* recorder = nullptr;
 
   // A fresh output tensor on the context's device, charged to the account
   // (or the next pre-bound slot of out_slots when it matches).
@@ -125,6 +129,10 @@ class OpDef {
   std::vector<std::string> outputs;  // names of results, e.g. {"eigenvalues", "eigenvectors"}
   std::string dtypes;                // the dtype rule in words: "all", "floating and complex", ...
   int mutates = -1;                  // index of a param written in place, or -1
+  // The CPU kernel is one elementwise-engine loop whose arguments depend on
+  // metas, attrs, constants and buffer addresses only: a graph replay may
+  // record it and call the loop directly (ops/recorded_block.h).
+  bool records_blocks = false;
   InferFn infer;
   std::map<std::string, KernelFn, std::less<>> kernels;  // backend name -> kernel
 

@@ -6,6 +6,7 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
+#include "graphs/graph_pool.h"
 #include "graphs/replay_plan.h"
 #include "ops/error.h"
 #include "scheduler/engine_metrics.h"
@@ -22,6 +23,7 @@ struct Engine::Work {
   CompiledProgram cp;
   std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
   std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
+  std::shared_ptr<GraphPool> pool;                   // the plan's pool: its run mutex is held while it runs
   std::vector<std::string> returns;
   const CompiledProgram& program() const { return shared_cp ? *shared_cp : cp; }
 };
@@ -173,6 +175,12 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   const StreamPool* sp = streams_.count(pc.partition) ? streams_.at(pc.partition).get() : nullptr;
   const int stream_index = sp ? pc.runner % sp->size() : 0;
   engine_trace::job_started(job, w.spec.graph_id, stream_index);
+  // The job's op launches, summed per op and committed in one go (at the
+  // end, or every kOpsPerCommit nodes so a long loop shows up live).
+  constexpr int kOpsPerCommit = 4096;
+  OpMetrics::Batch ops;
+  int uncommitted = 0;
+  const bool op_metrics = metrics_->enabled();
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
     JobResult r;
@@ -193,11 +201,24 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
       }
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [this, &w](const BoundNode& b, double s) {
-        metrics_->op_ran(b.op->name, s);
-        engine_trace::op_ran(w.program(), b, s);
+      eo.on_node = [&](const BoundNode& b, double s, std::chrono::steady_clock::time_point end) {
+        if (op_metrics) {
+          ops.add(b.op->name, s);
+          if (++uncommitted == kOpsPerCommit) {
+            metrics_->ops_ran(ops);
+            uncommitted = 0;
+          }
+        }
+        engine_trace::op_ran(w.program(), b, s, end);
       };
-      ExecResult er = w.plan ? w.plan->run(w.spec.inputs, eo) : execute_program(w.program(), w.spec.inputs, eo);
+      ExecResult er;
+      if (w.plan) {
+        // Graphs sharing a pool share its buffers: one replay at a time.
+        std::lock_guard<std::mutex> lk(w.pool->run_mutex());
+        er = w.plan->run(w.spec.inputs, eo);
+      } else {
+        er = execute_program(w.program(), w.spec.inputs, eo);
+      }
 
       // Commit: stored outputs and in-place writes, all or nothing.
       std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
@@ -247,6 +268,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     job.fail(Error(ErrorCode::kInternal, e.what()));
   }
   // Only job-owned values from here on: the tenant may be gone once woken.
+  metrics_->ops_ran(ops);
   record_end(job);
 }
 
@@ -260,8 +282,8 @@ void Engine::record_end(const Job& job) {
 }
 
 namespace {
-// Waits for a synchronous job (run, replay), cancelling it when the client
-// goes away; the final state.
+// Waits for a synchronous job (run), cancelling it when the client goes
+// away; the final state.
 JobState wait_or_cancel(Job& job, const std::atomic<bool>* cancel_when) {
   if (cancel_when) {
     while (!job.wait_for(std::chrono::milliseconds(20))) {
@@ -270,37 +292,49 @@ JobState wait_or_cancel(Job& job, const std::atomic<bool>* cancel_when) {
   }
   return job.wait();
 }
+}  // namespace
 
-// The result of a job that ended in `s`, or its error thrown.
-JobResult result_of(Job& job, JobState s) {
-  if (s != JobState::kSucceeded) throw *job.error();
+JobResult Engine::result_of(Job& job) {
+  if (job.state() != JobState::kSucceeded) throw *job.error();
   JobResult r = *job.take_result();
   r.queue_ms = job.queue_ms();
   r.run_ms = job.run_ms();
   return r;
 }
-}  // namespace
 
 JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
   std::shared_ptr<Job> job = submit(tenant, std::move(spec));
-  return result_of(*job, wait_or_cancel(*job, cancel_when));
+  wait_or_cancel(*job, cancel_when);
+  return result_of(*job);
+}
+
+std::shared_ptr<Job> Engine::run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done) {
+  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  Job* j = job.get();  // the callback is the job's own: it cannot outlive it
+  job->on_end([j, done = std::move(done)] { done(*j); });
+  return job;
 }
 
 void Engine::record_tenant_memory(const Tenant& tenant) {
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
 }
 
-JobResult Engine::replay(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, JobSpec spec,
-                         const std::atomic<bool>* cancel_when) {
+std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan,
+                                          std::shared_ptr<GraphPool> pool, JobSpec spec,
+                                          std::function<void(Job&)> done) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
   w->shared_cp = plan->shared_program();
   w->plan = std::move(plan);
+  w->pool = std::move(pool);
   w->spec = std::move(spec);
   std::shared_ptr<Job> job = enqueue(tenant, w);
-  JobState s = wait_or_cancel(*job, cancel_when);
-  metrics_->graph_replayed(tenant.name, std::string(job_state_name(s)));
-  return result_of(*job, s);
+  Job* j = job.get();
+  job->on_end([this, j, done = std::move(done)] {
+    metrics_->graph_replayed(j->tenant(), std::string(job_state_name(j->state())));
+    done(*j);
+  });
+  return job;
 }
 
 void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {

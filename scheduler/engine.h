@@ -27,6 +27,7 @@ class EngineMetrics;
 class JobScheduler;
 class StreamPool;
 struct CompiledProgram;
+class GraphPool;
 class ReplayPlan;
 
 struct EngineOptions {
@@ -48,11 +49,20 @@ class Engine {
   // `*cancel_when` becomes true (a client that went away): a queued job at
   // once, a running one at its next node boundary.
   JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
-  // Runs a captured graph's replay plan (graphs/replay_plan.h) like run():
-  // no validation, binding or planning; spec.program is ignored and
+  // The asynchronous forms (an HTTP request answered from the job's end,
+  // without a thread waiting on it): submit, then `done(job)` once the job
+  // has ended, on the thread that ended it (Job::on_end). A refused job
+  // throws as submit() does and `done` is never called.
+  std::shared_ptr<Job> run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done);
+  // A captured graph's replay plan (graphs/replay_plan.h), run under its
+  // pool's run mutex (graphs sharing a pool run one at a time): no
+  // validation, binding or planning; spec.program is ignored and
   // spec.inputs must match the program's input metas (409 conflict).
-  JobResult replay(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, JobSpec spec,
-                   const std::atomic<bool>* cancel_when = nullptr);
+  std::shared_ptr<Job> replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, std::shared_ptr<GraphPool> pool,
+                                    JobSpec spec, std::function<void(Job&)> done);
+  // A job that ended: its result, with its queue and run times, moved out;
+  // or its error thrown.
+  static JobResult result_of(Job& job);
 
   // Refreshes the tenant's memory gauge (after memory held outside jobs
   // changed, e.g. a captured graph was deleted).

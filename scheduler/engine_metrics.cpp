@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,33 +20,17 @@ namespace tensord {
 
 namespace {
 prometheus::Histogram::BucketBoundaries time_buckets() {
-  return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-          0.05,    0.1,      0.25,    0.5,    1,       2.5,    5,     10,     30,    60,   300};
+  return {OpMetrics::kBounds.begin(), OpMetrics::kBounds.end()};
 }
 
-using OpSeries = std::pair<prometheus::Counter*, prometheus::Histogram*>;
-
-// Per runner thread: op name -> its series for the instance `owner`
-// (instances differ in their backend label). Series live as long as the
-// process registry (never removed), so cached pointers never dangle.
-struct OpCache {
-  uint64_t owner = 0;
-  std::unordered_map<std::string, OpSeries> ops;
-};
-thread_local OpCache tls_ops;
-
-std::atomic<uint64_t> next_instance{1};
 }  // namespace
 
 struct EngineMetrics::Impl {
-  const uint64_t instance = next_instance.fetch_add(1);
   std::string backend;
   prometheus::Family<prometheus::Counter>* jobs;
   prometheus::Family<prometheus::Histogram>* queue_s;
   prometheus::Family<prometheus::Histogram>* run_s;
   prometheus::Family<prometheus::Counter>* busy;
-  prometheus::Family<prometheus::Counter>* launches;
-  prometheus::Family<prometheus::Histogram>* op_s;
   prometheus::Family<prometheus::Gauge>* depth;
   prometheus::Family<prometheus::Gauge>* inflight;
   prometheus::Family<prometheus::Gauge>* limit;
@@ -68,7 +51,6 @@ struct EngineMetrics::Impl {
   };
   using GaugePair = std::pair<prometheus::Gauge*, prometheus::Gauge*>;
   std::mutex mu;
-  std::map<std::string, OpSeries> ops;
   std::map<std::pair<std::string, std::string>, JobSeries> job_series;  // (tenant, partition)
   std::map<std::string, GaugePair> tenant_mem;                          // used, limit
   std::map<std::string, GaugePair> device_mem;                          // used, total
@@ -100,9 +82,7 @@ EngineMetrics::EngineMetrics(std::string backend, bool enabled) : enabled_(enabl
                      .Name("tensord_tenant_busy_seconds_total")
                      .Help("Device time used per tenant and partition")
                      .Register(reg);
-  impl_->launches =
-      &prometheus::BuildCounter().Name("tensord_op_launches_total").Help("Op kernel launches").Register(reg);
-  impl_->op_s = &prometheus::BuildHistogram().Name("tensord_op_seconds").Help("Op kernel time").Register(reg);
+  OpMetrics::global();  // tensord_op_launches_total, tensord_op_seconds
   impl_->depth =
       &prometheus::BuildGauge().Name("tensord_queue_depth").Help("Jobs waiting per tenant and partition").Register(reg);
   impl_->inflight =
@@ -164,31 +144,12 @@ void EngineMetrics::job_finished(const std::string& tenant, const std::string& p
   s.busy->Increment(run_s);
 }
 
-void EngineMetrics::op_ran(const std::string& op, double seconds) {
-  if (!enabled_) return;
-  OpCache& cache = tls_ops;
-  if (cache.owner != impl_->instance) {
-    cache.ops.clear();
-    cache.owner = impl_->instance;
+void EngineMetrics::ops_ran(OpMetrics::Batch& ops) {
+  if (enabled_) {
+    OpMetrics::global().commit(impl_->backend, ops);
+  } else {
+    ops = OpMetrics::Batch();
   }
-  auto it = cache.ops.find(op);
-  if (it == cache.ops.end()) {
-    OpSeries c;
-    {
-      std::lock_guard<std::mutex> lk(impl_->mu);
-      auto shared = impl_->ops.find(op);
-      if (shared == impl_->ops.end()) {
-        c = {&impl_->launches->Add({{"op", op}, {"backend", impl_->backend}}),
-             &impl_->op_s->Add({{"op", op}}, time_buckets())};
-        impl_->ops.emplace(op, c);
-      } else {
-        c = shared->second;
-      }
-    }
-    it = cache.ops.emplace(op, c).first;
-  }
-  it->second.first->Increment();
-  it->second.second->Observe(seconds);
 }
 
 void EngineMetrics::queue_depth(const std::string& tenant, const std::string& partition, int64_t depth) {

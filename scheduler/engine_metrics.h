@@ -1,8 +1,8 @@
 // The scheduler's metric families (API.md section 9), registered on the
 // process registry by this component. Recording is cheap on the hot paths:
-// series handles are cached per label set (per op in a thread-local table,
-// so a node's launch costs no lock and no label hashing; per tenant and
-// partition for a job's end and the scheduler's events), and a disabled
+// series handles are cached per label set (per tenant and partition for a
+// job's end and the scheduler's events), a job's op launches are summed per
+// op before they reach shared counters (OpMetrics), and a disabled
 // instance (--metrics off) registers nothing and returns from every call at
 // its first line.
 #pragma once
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "scheduler/op_metrics.h"
 
 namespace tensord {
 
@@ -26,10 +28,9 @@ class EngineMetrics {
 
   void job_finished(const std::string& tenant, const std::string& partition, const std::string& state, double queue_s,
                     double run_s);
-  // One node ran: tensord_op_launches_total{op, backend}, tensord_op_seconds{op}.
-  // Called per node on the runner threads: lock-free after a thread's first
-  // launch of `op`.
-  void op_ran(const std::string& op, double seconds);
+  // Nodes that ran, summed per op: tensord_op_launches_total{op, backend},
+  // tensord_op_seconds{op} (scheduler/op_metrics.h). Clears the batch.
+  void ops_ran(OpMetrics::Batch& ops);
   void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
   void inflight(const std::string& partition, int64_t n, int64_t limit);
   void tenant_memory(const std::string& tenant, int64_t used, int64_t limit);

@@ -279,11 +279,12 @@ void job_started(const Job& job, const std::string& graph_id, int stream) {
   publish(job, "running");
 }
 
-void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds) {
+void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds, std::chrono::steady_clock::time_point end_at) {
   Running& r = tls_running;
   if (r.job == nullptr) return;
   TraceBuffer& tb = TraceBuffer::global();
-  const int64_t end = TraceBuffer::now_ns();
+  const int64_t end =
+      end_at == std::chrono::steady_clock::time_point{} ? TraceBuffer::now_ns() : TraceBuffer::ns_of(end_at);
   const int64_t dur = static_cast<int64_t>(seconds * 1e9);
   const int64_t start = std::max(r.start_ns, end - dur);
   TraceEvent e = event(TraceKind::kOp, start, end - start, r.lane);
@@ -326,7 +327,9 @@ void job_ended(const Job& job) {
     const int64_t created = TraceBuffer::ns_of(job.created());
     Running& r = tls_running;
     if (r.job == &job) {
-      const int64_t end = TraceBuffer::now_ns();
+      // The run ends when the job did (its waiters and its reply may be on
+      // their way already), not when this record is written.
+      const int64_t end = std::max(r.start_ns, TraceBuffer::ns_of(job.ended_at()));
       const JobRef& j = r.ref;
       TraceEvent run = event(TraceKind::kRun, r.start_ns, end - r.start_ns, r.lane);
       run.name = state_id(st);
@@ -347,8 +350,8 @@ void job_ended(const Job& job) {
       r.cp = nullptr;
       r.table.reset();
     } else {
-      // Never ran (cancelled, expired, shut down): its queue span ends here.
-      const int64_t end = TraceBuffer::now_ns();
+      // Never ran (cancelled, expired, shut down): its queue span ends with it.
+      const int64_t end = std::max(created, TraceBuffer::ns_of(job.ended_at()));
       const JobRef j = job_ref(job);
       const uint32_t lane = tb.lane("queue ", job.partition());
       TraceEvent ended = event(TraceKind::kEnded, end, 0, lane);

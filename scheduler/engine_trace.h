@@ -5,6 +5,7 @@
 // thread (a job runs start to end on one runner). Cheap when nobody listens.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace tensord {
@@ -27,8 +28,10 @@ void job_rejected(const Job& job);
 // ("runner <partition> stream <k>"), so the trace has a lane per partition
 // and stream.
 void job_started(const Job& job, const std::string& graph_id = {}, int stream = 0);
-// On the runner thread, after node `b` ran for `seconds`.
-void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds);
+// On the runner thread, after node `b` ran for `seconds`, ending at `end`
+// (the executor's clock reading; now when not given).
+void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds,
+            std::chrono::steady_clock::time_point end = {});
 // Once the job ended (any thread): queue and run spans, the final event.
 void job_ended(const Job& job);
 

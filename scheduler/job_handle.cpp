@@ -39,7 +39,28 @@ void Job::succeed(JobResult r) {
     ended_ = Clock::now();
     result_ = std::make_shared<const JobResult>(std::move(r));
   }
+  ended();
+}
+
+void Job::ended() {
   cv_.notify_all();
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    f.swap(on_end_);
+  }
+  if (f) f();
+}
+
+void Job::on_end(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!is_final(state_)) {
+      on_end_ = std::move(f);
+      return;
+    }
+  }
+  f();
 }
 
 void Job::fail(const Error& e) {
@@ -51,7 +72,7 @@ void Job::fail(const Error& e) {
     if (started_ == Clock::time_point{}) started_ = ended_;
     error_ = e;
   }
-  cv_.notify_all();
+  ended();
 }
 
 JobState Job::wait() const {

@@ -52,6 +52,11 @@ class Job {
   // Requests cancellation; a job still queued ends at once as cancelled
   // (through the canceller, which removes it from its queue).
   void cancel(const std::string& why);
+  // Calls `f` once when the job ends, on the thread that ends it (a runner,
+  // or a canceller), after waiters are woken; at once, on the caller's
+  // thread, when it already has. One callback per job (an async request's
+  // reply); a second replaces the first if it has not run.
+  void on_end(std::function<void()> f);
   // Set by the engine at submit: removes the job from the scheduler's queue
   // and fails it; returns false when the job is no longer queued.
   void set_canceller(std::function<bool()> c);
@@ -82,6 +87,8 @@ class Job {
   std::optional<Error> error_;
   std::shared_ptr<const JobResult> result_;
   std::function<bool()> canceller_;
+  std::function<void()> on_end_;
+  void ended();  // after a transition to a final state: wakes waiters, runs on_end_
 };
 
 }  // namespace tensord

@@ -9,6 +9,7 @@
 
 #include "api/error_reply.h"
 #include "ops/error.h"
+#include "server/async_session_reply.h"
 #include "server/http_metrics.h"
 #include "server/request_id.h"
 #include "server/request_target.h"
@@ -23,6 +24,8 @@ namespace {
 
 constexpr std::chrono::seconds kLingerTime{2};
 constexpr std::size_t kLingerMaxBytes = 8 << 20;
+// Bodies up to this size start an asynchronous route on the io thread.
+constexpr std::size_t kAsyncInlineBody = 64 << 10;
 
 bool is_token_char(char c) {
   if (c >= 'a' && c <= 'z') return true;
@@ -84,10 +87,11 @@ HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
   }
 }
 
-HttpResponse internal_error(const char* what, const HttpRequest& req) {
-  std::cerr << "tensord: internal error: request_id=" << req.request_id << " " << req.method << " "
-            << (req.route.empty() ? std::string("(unmatched)") : req.route) << ": " << what << std::endl;
-  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), req.request_id);
+HttpResponse internal_error(const char* what, const std::string& request_id, const std::string& method,
+                            const std::string& route) {
+  std::cerr << "tensord: internal error: request_id=" << request_id << " " << method << " "
+            << (route.empty() ? std::string("(unmatched)") : route) << ": " << what << std::endl;
+  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id);
 }
 
 }  // namespace
@@ -233,14 +237,18 @@ void HttpSession::handle_request() {
   req.request_id = request_id_;
 
   const bool client_keep_alive = msg.keep_alive();
-  bool offload = false;
+  bool offload = false, async = false;
+  std::string route_template;
   try {
     parse_target(req.target, req.path, req.query);
-    offload = state_->offload && state_->router->offloaded(req.method, req.path);
+    const Dispatch d = state_->router->dispatch_of(req.method, req.path, &route_template);
+    offload = state_->offload && d == Dispatch::kOffload;
+    async = d == Dispatch::kAsync;
   } catch (...) {
     // dispatch() below reports the bad target
   }
   if (req.path == "/v1/stream" && state_->streams && websocket::is_upgrade(msg)) return upgrade(std::move(msg), req);
+  if (async) return handle_async(std::move(req), std::move(route_template), client_keep_alive);
   if (offload) {
     // Run on the handler pool; come back to this connection's strand to write.
     // No read or write is pending while the handler runs: a job may take
@@ -283,6 +291,7 @@ void HttpSession::watch_disconnect(std::shared_ptr<std::atomic<bool>> gone) {
         ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
           gone->store(true);
+          if (auto reply = self->pending_reply_.lock()) reply->client_gone();
         } else if (n < 0) {
           self->watch_disconnect(gone);
         }
@@ -314,17 +323,43 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
   std::make_shared<WebSocketSession>(stream_.release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
 }
 
+HttpResponse HttpSession::guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
+                                  const std::string& method, const std::string& route) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    return safe_error_reply(e, request_id);
+  } catch (const std::exception& e) {
+    return internal_error(e.what(), request_id, method, route);
+  } catch (...) {
+    return internal_error("unknown exception", request_id, method, route);
+  }
+}
+
 HttpResponse HttpSession::call_handler(HttpRequest& req) {
   TraceRequestScope trace_scope(req.method, req.route, req.request_id);  // the request's span in /v1/trace
-  try {
-    if (req.path.empty()) parse_target(req.target, req.path, req.query);
-    return state_->router->dispatch(req);
-  } catch (const Error& e) {
-    return safe_error_reply(e, req.request_id);
-  } catch (const std::exception& e) {
-    return internal_error(e.what(), req);
-  } catch (...) {
-    return internal_error("unknown exception", req);
+  return guarded(
+      [&] {
+        if (req.path.empty()) parse_target(req.target, req.path, req.query);
+        return state_->router->dispatch(req);
+      },
+      req.request_id, req.method, req.route);
+}
+
+void HttpSession::handle_async(HttpRequest&& req, std::string route_template, bool client_keep_alive) {
+  // No read or write is pending until the answer: a job may take longer
+  // than any I/O timeout, so the stream's timer is off until send().
+  stream_.expires_never();
+  watch_disconnect(req.client_gone);
+  auto reply = std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, std::move(route_template),
+                                                   req.request_id, req.method == "HEAD", client_keep_alive);
+  pending_reply_ = reply;
+  // A small body is parsed and its job queued right here; a large one
+  // (JSON tensors to decode) on the handler pool, away from the io threads.
+  if (req.body.size() <= kAsyncInlineBody || !state_->offload) {
+    reply->start(req);
+  } else {
+    state_->offload([reply, req = std::move(req)]() mutable { reply->start(req); });
   }
 }
 

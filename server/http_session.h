@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 namespace tensord {
 
+class AsyncSessionReply;
 class Error;
 struct ServerState;
 
@@ -24,6 +26,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   ~HttpSession();
 
   void run();
+
+  // f(), or the error reply for what it throws (the one error policy:
+  // tensord::Error as API.md section 2, anything else a logged 500).
+  static HttpResponse guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
+                              const std::string& method, const std::string& route);
 
  private:
   void do_read_header();
@@ -41,6 +48,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Dispatches with the one error policy: never throws. Thread-safe with
   // respect to this session (touches only `req` and shared state).
   HttpResponse call_handler(HttpRequest& req);
+  // A kAsync route (router.h): starts it here (small body) or on the
+  // handler pool; its AsyncSessionReply answers on this strand later.
+  void handle_async(HttpRequest&& req, std::string route_template, bool client_keep_alive);
+  friend class AsyncSessionReply;
+  std::weak_ptr<AsyncSessionReply> pending_reply_;  // the async request awaiting its answer
   // While an offloaded handler runs: notice the client closing the connection.
   void watch_disconnect(std::shared_ptr<std::atomic<bool>> gone);
   void stop_watching();

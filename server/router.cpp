@@ -118,12 +118,37 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
   return false;
 }
 
-bool Router::offloaded(const std::string& method, const std::string& path) const {
+void Router::add_async(std::string method, std::string route_template, AsyncHandler h) {
+  const std::string m = method, t = route_template;
+  add(std::move(method), std::move(route_template), nullptr, Dispatch::kAsync);
+  for (auto& r : routes_) {
+    if (r.method == m && r.raw_template == t) r.async = std::move(h);
+  }
+}
+
+Dispatch Router::dispatch_of(const std::string& method, const std::string& path, std::string* route_template) const {
   for (const auto& r : routes_) {
     std::map<std::string, std::string> params;
-    if (r.method == method && match(r.pieces, 0, path, 0, params)) return r.dispatch == Dispatch::kOffload;
+    if (r.method == method && match(r.pieces, 0, path, 0, params)) {
+      if (route_template) *route_template = r.route_template;
+      return r.dispatch;
+    }
   }
-  return false;
+  return Dispatch::kInline;
+}
+
+void Router::dispatch_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) const {
+  for (const auto& r : routes_) {
+    std::map<std::string, std::string> params;
+    if (r.method == req.method && r.dispatch == Dispatch::kAsync && match(r.pieces, 0, req.path, 0, params)) {
+      req.route = r.route_template;
+      req.params = std::move(params);
+      r.async(req, reply);
+      return;
+    }
+  }
+  HttpResponse out = dispatch(req);
+  reply->finish(false, [out = std::move(out)]() mutable { return std::move(out); });
 }
 
 HttpResponse Router::dispatch(HttpRequest& req) const {
@@ -137,6 +162,7 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
     if (r.method == req.method) {
       req.route = r.route_template;
       req.params = std::move(params);
+      if (!r.handler) throw Error(ErrorCode::kInternal, "asynchronous route " + r.route_template + " called synchronously");
       return r.handler(req);
     }
     if (path_match == nullptr) path_match = &r;

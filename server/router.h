@@ -24,19 +24,47 @@ namespace tensord {
 
 using Handler = std::function<HttpResponse(HttpRequest&)>;
 
+// The later answer of an asynchronous route (a job's end). Thread-safe;
+// the first finish() answers, later ones are ignored.
+class AsyncReply {
+ public:
+  virtual ~AsyncReply() = default;
+  // Builds the response with `make` and sends it: on the connection's io
+  // thread, or on the handler pool when `heavy` (encoding large results).
+  // What `make` throws is answered as handlers' errors are.
+  virtual void finish(bool heavy, std::function<HttpResponse()> make) = 0;
+  // Called (once, from any thread) when the client goes away before the
+  // answer; at once if it already has.
+  virtual void on_client_gone(std::function<void()> f) = 0;
+};
+// Starts the work (validates, queues a job) and returns; what it throws is
+// the answer. Otherwise it must arrange for reply->finish() to be called.
+using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply>)>;
+
 // Where a handler runs. kInline: on the connection's io thread (cheap,
 // non-blocking routes: health, metrics, tensor reads). kOffload: on the
-// server's handler pool, so a handler that waits (a /v1/run job) never
-// holds an io thread and /healthz stays answerable under load.
-enum class Dispatch { kInline, kOffload };
+// server's handler pool, so a handler that waits (a /v1/jobs submit that
+// compiles a program) never holds an io thread and /healthz stays
+// answerable under load. kAsync: the handler starts a job and returns; the
+// job's end answers (AsyncReply). No thread waits for the job, and a small
+// request makes no trip through the handler pool: it starts on the io
+// thread (a large body is parsed on the pool).
+enum class Dispatch { kInline, kOffload, kAsync };
 
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
   void add(std::string method, std::string route_template, Handler h, Dispatch d = Dispatch::kInline);
+  void add_async(std::string method, std::string route_template, AsyncHandler h);
 
-  // Whether the route matching (method, path) asked for kOffload.
-  bool offloaded(const std::string& method, const std::string& path) const;
+  // How the route matching (method, path) runs (kInline when none
+  // matches), and its template when `route_template` is given.
+  Dispatch dispatch_of(const std::string& method, const std::string& path,
+                       std::string* route_template = nullptr) const;
+
+  // For a kAsync route: sets req.route and req.params and calls its handler.
+  // Any other request is answered through reply->finish with dispatch().
+  void dispatch_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) const;
 
   // Sets req.route (the template) and req.params and calls the handler.
   // Unknown path: throws Error(kNotFound). Known path, other method: returns
@@ -58,6 +86,7 @@ class Router {
     std::string raw_template;    // as registered
     std::vector<Piece> pieces;
     Handler handler;
+    AsyncHandler async;  // kAsync
     Dispatch dispatch = Dispatch::kInline;
     size_t literal_chars = 0;
     int params = 0;

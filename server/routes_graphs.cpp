@@ -13,6 +13,7 @@
 #include "graphs/graph_store.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
+#include "scheduler/job_handle.h"
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -73,7 +74,8 @@ void add_graph_routes(Router& r, AppContext& app) {
     return resp;
   });
 
-  add_offloaded(r, "POST", "/v1/graphs/{id}/replay", [&app, store](HttpRequest& req) {
+  // Answered from the job's end, like /v1/run (answer_job).
+  r.add_async("POST", "/v1/graphs/{id}/replay", [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
     Tenant& tenant = authenticate(req, *app.tenants);
     auto g = find_graph(*store, req, tenant);
     JobSpec spec = parse_replay_request(req);
@@ -85,33 +87,18 @@ void add_graph_routes(Router& r, AppContext& app) {
         }
       }
     }
-    JobResult res;
-    {
-      // Graphs sharing a pool share memory: one replay at a time.
-      std::lock_guard<std::mutex> lk(g->pool->run_mutex());
-      std::map<std::string, Tensor> user_inputs = std::move(spec.inputs);
-      spec.inputs = load_replay_inputs(*g, user_inputs);
-      user_inputs.clear();
-      res = app.engine->replay(tenant, g->plan, std::move(spec), req.client_gone.get());
-      // The plan returns its outputs copied out of the static buffers; on
-      // its execute_program path (not a CPU device) an output that is a
-      // graph input still aliases one: copy it before the next replay.
-      for (auto& [name, t] : res.outputs) {
-        for (const auto& [in, buf] : g->buffers) {
-          if (t.storage() == buf.storage()) t = t.clone_host();
-        }
-      }
-    }
-    g->replays.fetch_add(1);
-    HttpResponse resp;
-    if (wants_safetensors(req)) {
-      resp.content_type = "application/vnd.safetensors";
-      resp.body = encode_safetensors(res.outputs, {{"response", job_result_to_json(res, false, false)}});
-    } else {
-      auto enc = req.query.find("encoding");
-      resp.body = job_result_to_json(res, true, enc != req.query.end() && enc->second == "b64");
-    }
-    return resp;
+    check_replay_inputs(*g, spec.inputs);  // 409 before anything is queued
+    const bool st = wants_safetensors(req);
+    auto enc = req.query.find("encoding");
+    const bool b64 = enc != req.query.end() && enc->second == "b64";
+    std::shared_ptr<Job> job =
+        app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, reply, st, b64](Job& j) {
+          if (answer_job(j, reply, st, b64)) g->replays.fetch_add(1);
+        });
+    std::weak_ptr<Job> weak = job;
+    reply->on_client_gone([weak] {
+      if (auto j = weak.lock()) j->cancel("the client closed the connection");
+    });
   });
 
   r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {

@@ -2,11 +2,15 @@
 // POST /v1/jobs, GET /v1/jobs/{id}, DELETE /v1/jobs/{id}: the same, async.
 // JSON body, or a safetensors body whose __metadata__["request"] holds the
 // JSON request and whose tensors are the inputs.
+#include <memory>
+#include <optional>
+
 #include "api/json_tensor.h"
 #include "api/program_json.h"
 #include "api/safetensors.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
+#include "scheduler/job_handle.h"
 #include "scheduler/job_table.h"
 #include "scheduler/tenant.h"
 #include "server/auth.h"
@@ -48,18 +52,45 @@ std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& t
 }
 }  // namespace
 
-void add_run_routes(Router& r, AppContext& app) {
-  add_offloaded(r, "POST", "/v1/run", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    JobResult res = app.engine->run(tenant, parse_job_request(req), req.client_gone.get());
+bool answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64) {
+  std::shared_ptr<const JobResult> res;
+  std::optional<Error> err;
+  try {
+    res = std::make_shared<const JobResult>(Engine::result_of(job));
+  } catch (const Error& e) {
+    err = e;
+  }
+  size_t bytes = 0;
+  if (res) {
+    for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
+  }
+  constexpr size_t kInlineEncodeBytes = 64 << 10;  // more: encode on the handler pool
+  reply->finish(bytes > kInlineEncodeBytes, [res, err, safetensors, b64]() {
+    if (err) throw *err;
     HttpResponse resp;
-    if (wants_safetensors(req)) {
+    if (safetensors) {
       resp.content_type = "application/vnd.safetensors";
-      resp.body = encode_safetensors(res.outputs, {{"response", job_result_to_json(res, false, false)}});
+      resp.body = encode_safetensors(res->outputs, {{"response", job_result_to_json(*res, false, false)}});
     } else {
-      resp.body = job_result_to_json(res, true, b64_requested(req));
+      resp.body = job_result_to_json(*res, true, b64);
     }
     return resp;
+  });
+  return res != nullptr;
+}
+
+void add_run_routes(Router& r, AppContext& app) {
+  // Answered from the job's end (no thread waits on it); a client that goes
+  // away cancels the job (499).
+  r.add_async("POST", "/v1/run", [&app](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+    Tenant& tenant = authenticate(req, *app.tenants);
+    const bool st = wants_safetensors(req), b64 = b64_requested(req);
+    std::shared_ptr<Job> job =
+        app.engine->run_async(tenant, parse_job_request(req), [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
+    std::weak_ptr<Job> weak = job;
+    reply->on_client_gone([weak] {
+      if (auto j = weak.lock()) j->cancel("the client closed the connection");
+    });
   });
 
   add_offloaded(r, "POST", "/v1/jobs", [&app](HttpRequest& req) {

@@ -9,6 +9,7 @@
 #include "ops/cpu/elementwise_family.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/error.h"
+#include "ops/recorded_block.h"
 #include "ops/type_promotion.h"
 
 namespace tensord::cpu {
@@ -200,7 +201,11 @@ OpDef make_div() {
     BinaryPlan p = plan(x.meta(), y.meta(), a.attr(2));
     RoundingMode mode = rounding_mode(a.attr(2));
     Tensor out = ctx.empty(p.common, p.shape);
-    if (mode != RoundingMode::kNone && is_integral(p.common, false)) check_nonzero_divisor(y);
+    if (mode != RoundingMode::kNone && is_integral(p.common, false)) {
+      check_nonzero_divisor(y);
+      // The check reads the divisor's data: a replay must run it each time.
+      if (ctx.recorder) ctx.recorder->reject();
+    }
     switch (mode) {
       case RoundingMode::kNone:
         run_binary_same<kernels::DivOp>(ctx, "div", out, x, y, EwParams{}, true);

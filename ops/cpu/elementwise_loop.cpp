@@ -105,7 +105,7 @@ EwInput ew_input(const Tensor& t, DType common, bool keep_scalar_precision) {
 }
 
 void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs, EwBlockFn fn,
-            const void* state, int64_t grain) {
+            const void* state, int64_t grain, size_t state_size) {
   const int64_t total = out.numel();
   if (total == 0) return;
   const size_t nin = inputs.size();
@@ -154,6 +154,46 @@ void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span
     in_es[k] = dtype_size(ins[k]->dtype());
     inner_stride[k] = p.stride[k][nd - 1];
     TENSORD_ASSERT(inner_stride[k] == 0 || inner_stride[k] == 1);
+  }
+  if (BlockRecorder* rec = ctx.recorder) {
+    // One flat loop over buffers that replays as it ran (recorded_block.h).
+    ++rec->calls;
+    const bool copyable = state_size != kEwStateNotCopyable && (state == nullptr || state_size > 0);
+    // A cast operand replays only when it is a literal (a constant scalar,
+    // cast the same way every time): the block keeps the cast value.
+    bool inline_ok = true;
+    for (size_t k = 0; k < nin; ++k) {
+      if (ins[k] == inputs[k].tensor) continue;
+      inline_ok = inline_ok && ins[k]->numel() == 1 && inputs[k].tensor->meta().wrapped_number &&
+                  in_es[k] <= sizeof(RecordedBlock::inline_in[0]);
+    }
+    if (!inline_ok || any_cast || nd > 2 || !copyable) {
+      rec->reject();
+    } else {
+      RecordedBlock& b = rec->block;
+      b.fn = fn;
+      b.has_state = state != nullptr;
+      if (b.has_state) std::memcpy(b.state, state, state_size);
+      b.n_inputs = static_cast<int>(nin);
+      b.out = out_base;
+      b.out_elem = out_es;
+      b.inline_mask = 0;
+      for (size_t k = 0; k < nin; ++k) {
+        b.in[k] = in_base[k];
+        b.in_elem[k] = in_es[k];
+        b.stride[k] = inner_stride[k];
+        if (ins[k] != inputs[k].tensor) {
+          std::memcpy(b.inline_in[k], in_base[k], in_es[k]);
+          b.inline_mask |= 1u << k;
+        }
+      }
+      b.n = total;
+      b.out_count = total;
+      b.grain = grain;
+      b.rows = nd == 2 ? p.shape[0] : 1;
+      b.row_len = p.shape[nd - 1];
+      for (size_t k = 0; k < nin; ++k) b.row_stride[k] = nd == 2 ? p.stride[k][0] : 0;
+    }
   }
 
   ctx.parallel_for(total, grain, [&](int64_t begin, int64_t end) {

@@ -9,18 +9,21 @@
 // so kernels specialise on them and the compiler vectorises the s == 1 case.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "ops/dtype.h"
 #include "ops/op_registry.h"
+#include "ops/recorded_block.h"
 #include "ops/tensor.h"
 
 namespace tensord::cpu {
 
 // One block: out has n elements (contiguous); in[k] points at the first
 // element of input k, which advances by in_stride[k] (0 or 1) per element.
-using EwBlockFn = void (*)(const void* state, void* out, const void* const* in, const int64_t* in_stride, int64_t n);
+using EwBlockFn = BlockFn;
 
 struct EwInput {
   const Tensor* tensor = nullptr;
@@ -42,8 +45,23 @@ inline constexpr int64_t kEwGrainHeavy = 4096;  // exp, tanh, pow...
 // to fn unchanged (the functor with its parameters). fn writes elements of
 // `kernel_out`; when that is not out's dtype (a narrow-float result computed
 // in float32) the engine stages blocks and rounds them into out.
+//
+// `state_size` is the functor's size when it may be copied bytewise into a
+// graph replay's recording (ctx.recorder, ops/recorded_block.h), 0 for no
+// state, kEwStateNotCopyable to refuse recording. The overload below fills
+// it in from the functor's type.
+inline constexpr size_t kEwStateNotCopyable = static_cast<size_t>(-1);
 void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs, EwBlockFn fn,
-            const void* state, int64_t grain = kEwGrain);
+            const void* state, int64_t grain = kEwGrain, size_t state_size = 0);
+
+template <class Op>
+void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span<const EwInput> inputs, EwBlockFn fn,
+            const Op* op, int64_t grain = kEwGrain) {
+  constexpr bool copyable = std::is_trivially_copyable_v<Op> && sizeof(Op) <= RecordedBlock::kMaxState &&
+                            alignof(Op) <= alignof(std::max_align_t) && alignof(Op) <= 16;
+  ew_run(ctx, out, kernel_out, inputs, fn, static_cast<const void*>(op), grain,
+         copyable ? sizeof(Op) : kEwStateNotCopyable);
+}
 
 // Copies `src` cast to `out`'s dtype into out, broadcasting (copy_, to).
 void ew_cast_copy(const OpContext& ctx, const Tensor& out, const Tensor& src);

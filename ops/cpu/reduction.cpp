@@ -76,24 +76,14 @@ struct MaxMinP {  // NaN-propagating; bool folds as uint8 (0/1)
 
 // Sum-like fold (sum, mean) of x, already in its compute dtype.
 void sum_into(const OpContext& ctx, const Tensor& x, const ReducePlan& plan, const Tensor& out, bool mean) {
-  const double count = static_cast<double>(plan.count);
+  const MeanFinalize fin{static_cast<double>(plan.count), mean};
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kernels::kIsComplex<T>) {
-      auto fin = [&](std::complex<double>* a, int64_t n) {
-        if (mean) {
-          for (int64_t i = 0; i < n; ++i) a[i] /= count;
-        }
-      };
       run_reduce(ctx, SumComplexP<T>{}, x, plan, DType::kComplex128, out, fin);
     } else if constexpr (std::is_integral_v<T>) {
       run_reduce(ctx, SumIntP<T>{}, x, plan, DType::kInt64, out, NoFinalize{});
     } else {
-      auto fin = [&](double* a, int64_t n) {
-        if (mean) {
-          for (int64_t i = 0; i < n; ++i) a[i] /= count;
-        }
-      };
       run_reduce(ctx, SumFloatP<T>{}, x, plan, DType::kFloat64, out, fin);
     }
   });
@@ -189,6 +179,9 @@ void register_reduction_sum_max(OpRegistry& r) {
   r.add(make_sum_mean(true));
   r.add(make_amax_amin<true>());
   r.add(make_amax_amin<false>());
+  // One fold over their input when it all goes to one value: a replay may
+  // record it (record_full_fold in reduction_common.h).
+  for (const char* name : {"sum", "mean", "amax", "amin"}) r.find_mutable(name)->records_blocks = true;
 }
 
 }  // namespace tensord::cpu

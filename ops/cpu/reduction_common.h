@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/convert.h"
 #include "ops/cpu/reduce_loop.h"
 #include "ops/op_registry.h"
+#include "ops/recorded_block.h"
 #include "ops/tensor.h"
 
 namespace tensord::cpu {
@@ -37,6 +40,68 @@ void check_nonempty(const char* op, const Shape& in, const ReducePlan& p);
 // x cast to dtype t (a fresh tensor), or x itself.
 Tensor cast_input(const OpContext& ctx, const Tensor& x, DType t);
 
+// finalize for sum (nothing) and mean (divide by the count), a plain value
+// so that a replay can record it (below).
+struct MeanFinalize {
+  double count = 1;
+  bool mean = false;
+  template <class Acc>
+  void operator()(Acc* a, int64_t n) const {
+    if (mean) {
+      for (int64_t i = 0; i < n; ++i) a[i] /= count;
+    }
+  }
+};
+
+// A fold of every element of a contiguous input into one output, as a
+// block a graph replay calls directly (ops/recorded_block.h): the same
+// reduce_contig, finalize and conversion reduce_dims and run_reduce do when
+// A = B = 1 and R fits one task.
+template <class P, class Fin>
+struct FullFold {
+  P p;
+  Fin fin;
+  DType acc_dtype;
+  DType out_dtype;
+};
+
+template <class P, class Fin>
+void full_fold_block(const void* state, void* out, const void* const* in, const int64_t*, int64_t n) {
+  const auto& s = *static_cast<const FullFold<P, Fin>*>(state);
+  typename P::Acc a = reduce_contig(s.p, static_cast<const typename P::Src*>(in[0]), n);
+  s.fin(&a, 1);
+  convert_elements(&a, s.acc_dtype, out, s.out_dtype, 1);
+}
+
+template <class P, class Fin>
+void record_full_fold(BlockRecorder& rec, const P& p, const Fin& fin, const Tensor& x, DType acc_dtype,
+                      const Tensor& out) {
+  ++rec.calls;
+  using S = FullFold<P, Fin>;
+  if constexpr (std::is_trivially_copyable_v<S> && sizeof(S) <= RecordedBlock::kMaxState && alignof(S) <= 16) {
+    if (out.numel() == 1 && x.numel() > 0 && x.numel() <= kReduceTask) {
+      const S st{p, fin, acc_dtype, out.dtype()};
+      RecordedBlock& b = rec.block;
+      std::memcpy(b.state, &st, sizeof st);
+      b.has_state = true;
+      b.fn = &full_fold_block<P, Fin>;
+      b.n_inputs = 1;
+      b.out = out.data();
+      b.out_elem = dtype_size(out.dtype());
+      b.in[0] = x.data();
+      b.in_elem[0] = sizeof(typename P::Src);
+      b.stride[0] = 1;
+      b.n = x.numel();
+      b.out_count = 1;
+      b.grain = b.n;
+      b.rows = 1;
+      b.row_len = b.n;
+      return;
+    }
+  }
+  rec.reject();
+}
+
 // Runs policy p over x into out. The accumulators (dtype acc_dtype) get
 // `finalize` applied, then are converted to out's dtype (or written in
 // place when the dtypes match).
@@ -47,6 +112,7 @@ void run_reduce(const OpContext& ctx, const P& p, const Tensor& x, const ReduceP
   using Src = typename P::Src;
   const int64_t n_out = out.numel();
   if (n_out == 0) return;
+  if (ctx.recorder) record_full_fold(*ctx.recorder, p, finalize, x, acc_dtype, out);
   const bool direct = acc_dtype == out.dtype();
   std::vector<Acc> tmp;
   Acc* acc = nullptr;

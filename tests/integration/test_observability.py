@@ -286,6 +286,9 @@ def test_trace_structure(base_url):
         assert run_span[0]["ts"] <= o["ts"] and o["ts"] + o["dur"] <= run_span[0]["ts"] + run_span[0]["dur"] + 0.01
     reqs = [e for e in xs if e["cat"] == "request" and job in e["args"].get("jobs", "")]
     assert len(reqs) == 1 and reqs[0]["name"] == "POST /v1/run"
+    # /v1/run is answered from its job's end: the request span covers the run.
+    assert reqs[0]["ts"] <= run_span[0]["ts"]
+    assert reqs[0]["ts"] + reqs[0]["dur"] >= run_span[0]["ts"] + run_span[0]["dur"] - 0.01
     # Flows pair up: request -> job (id 2n) and job -> first op (2n + 1), each
     # start with one finish at or after it. (Other tests' jobs may still be
     # queued or running, with only their start recorded so far.)

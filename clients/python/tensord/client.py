@@ -280,6 +280,12 @@ class Client:
         resp = self._request("POST", "/v1/graphs", data=json.dumps(req), headers={"Content-Type": JSON})
         return Graph(self, resp.json())
 
+    def graph(self, graph_id):
+        """A :class:`Graph` handle for a graph captured earlier (by this or
+        another client of the tenant): ``GET /v1/graphs/{id}``."""
+        from .program import Graph
+        return Graph(self, self._request("GET", "/v1/graphs/" + graph_id).json())
+
     def _graph_replay(self, graph_id, inputs, return_=None, store=None):
         req = {}
         if store is not None:

@@ -62,20 +62,25 @@ TEST(GraphStore, ReplayThroughLoadedBuffers) {
   ExecOptions o;
   o.ctx.backend = &backend;
   o.ctx.account = acct;
+  std::vector<std::map<std::string, Tensor>> ins;
+  for (float v : {1.f, 2.f, 3.f}) ins.push_back({{"x", f32({4}, {v, v, v, v})}});
   const int64_t allocs = backend.allocations.load();
-  for (float v : {1.f, 2.f}) {
-    auto in = load_replay_inputs(*g, {{"x", f32({4}, {v, v, v, v})}});
-    ExecResult r = g->plan->run(in, o);
+  for (const auto& in : ins) {
+    check_replay_inputs(*g, in);
+    ExecResult r = g->plan->run(in, o);  // copies x into the static buffer
+    const float v = in.at("x").data_ptr<float>()[0];
     EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[2], 3 * v + 1);
     EXPECT_FLOAT_EQ(*r.outputs[1].second.data_ptr<float>(), 4 * (3 * v + 1));
   }
   EXPECT_EQ(backend.allocations.load(), allocs);
   try {
-    load_replay_inputs(*g, {{"x", f32({3}, {1, 2, 3})}});
+    check_replay_inputs(*g, {{"x", f32({3}, {1, 2, 3})}});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kConflict);
   }
+  EXPECT_THROW(check_replay_inputs(*g, {}), Error);
+  EXPECT_THROW(check_replay_inputs(*g, {{"x", f32({4}, {1, 2, 3, 4})}, {"y", f32({1}, {1})}}), Error);
 }
 
 }  // namespace

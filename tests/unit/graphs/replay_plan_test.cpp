@@ -27,6 +27,12 @@ Tensor random_f32(Shape s, std::mt19937& rng) {
   return t;
 }
 
+std::mt19937& rng_for(int seed) {
+  thread_local std::mt19937 rng;
+  rng.seed(static_cast<unsigned>(seed));
+  return rng;
+}
+
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
@@ -340,15 +346,126 @@ TEST(ReplayPlan, ReportsEveryInstructionToOnNode) {
       f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
   std::vector<std::string> seen;
   ExecOptions o = f.opts();
-  o.on_node = [&](const BoundNode& b, double s) {
+  o.on_node = [&](const BoundNode& b, double s, std::chrono::steady_clock::time_point) {
     EXPECT_GE(s, 0.0);
     seen.push_back(b.id);
   };
   std::mt19937 rng(6);
-  c.plan->run({{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}}, o);
-  ASSERT_EQ(seen.size(), c.cp->nodes.size());
-  EXPECT_EQ(seen.front(), c.cp->nodes.front().id);
-  EXPECT_EQ(seen.back(), c.cp->nodes.back().id);
+  for (int run = 0; run < 2; ++run) {  // the recording run, then recorded loops
+    seen.clear();
+    c.plan->run({{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}}, o);
+    ASSERT_EQ(seen.size(), c.cp->nodes.size());
+    EXPECT_EQ(seen.front(), c.cp->nodes.front().id);
+    EXPECT_EQ(seen.back(), c.cp->nodes.back().id);
+  }
+  EXPECT_GT(c.plan->recorded_instructions(), 0u);
+}
+
+// ---- recorded loops (ops/recorded_block.h)
+
+Tensor random_i32(Shape s, std::mt19937& rng, int lo, int hi) {
+  Tensor t = Tensor::empty_host(DType::kInt32, std::move(s));
+  std::uniform_int_distribution<int> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_ptr<int32_t>()[i] = d(rng);
+  return t;
+}
+
+TEST(ReplayPlan, RecordsElementwiseLoopsAndFullReductions) {
+  PlanFixture f;
+  std::mt19937 rng(7);
+  Captured c =
+      f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
+  EXPECT_EQ(c.plan->recorded_instructions(), 0u) << "nothing is recorded before the first run";
+  // Every node but the mean over dim 1 (a partial fold, not one loop): the
+  // add broadcasting b over rows, the float64 literal of mul (held in the
+  // block) and the full sums included. Bit-identical to the executor on
+  // every later run.
+  for (int i = 0; i < 4; ++i) f.expect_same(c, {{"x", random_f32({3, 4}, rng)}, {"b", random_f32({4}, rng)}});
+  EXPECT_EQ(c.plan->recorded_instructions(), c.plan->instructions() - 1);
+}
+
+TEST(ReplayPlan, RecordedLoopsOverIntegersBoolsAndNarrowFloats) {
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "add", {ref("i"), lit(Attr(int64_t{3}))}, {"i1"}));
+  p.nodes.push_back(node("m", "mul", {ref("i1"), ref("k")}, {"i2"}));  // k: int32[1], broadcast
+  p.nodes.push_back(node("g", "gt", {ref("i2"), lit(Attr(int64_t{0}))}, {"pos"}));
+  p.nodes.push_back(node("w", "where", {ref("pos"), ref("i2"), ref("i")}, {"i3"}));
+  p.nodes.push_back(node("x", "amax", {ref("i3")}, {"top"}));
+  p.nodes.push_back(node("s", "sum", {ref("pos")}, {"npos"}));  // bool -> int64
+  p.nodes.push_back(node("h", "add", {ref("hf"), lit(Attr(0.5))}, {"h1"}));  // float16: staged casts, not recorded
+  p.nodes.push_back(node("c", "clamp", {ref("h1")}, {"h2"}, {{"min", lit(Attr(-1.0))}, {"max", lit(Attr(1.0))}}));
+  p.outputs = {"i3", "top", "npos", "h2"};
+  Captured c = f.capture(p, {{"i", meta(DType::kInt32, {37})},
+                             {"k", meta(DType::kInt32, {1})},
+                             {"hf", meta(DType::kFloat16, {5})}});
+  for (int r = 0; r < 4; ++r) {
+    Tensor hf = Tensor::empty_host(DType::kFloat16, {5});
+    for (int j = 0; j < 5; ++j) hf.data_ptr<uint16_t>()[j] = static_cast<uint16_t>(0x3c00 + r * 97 + j * 311);
+    f.expect_same(c, {{"i", random_i32({37}, rng_for(r), -50, 50)}, {"k", random_i32({1}, rng_for(r + 9), -3, 3)},
+                      {"hf", hf}});
+  }
+  EXPECT_GE(c.plan->recorded_instructions(), 6u);
+  EXPECT_LT(c.plan->recorded_instructions(), c.plan->instructions());
+}
+
+TEST(ReplayPlan, RecordsBroadcastsOverTwoDimsOnly) {
+  // [3, 1] + [4] walks rows (a column and a row broadcast): recorded; a
+  // broadcast that needs three dims ([2, 3, 4] + [2, 1, 4]) keeps the kernel.
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "add", {ref("col"), ref("row")}, {"grid"}));
+  p.nodes.push_back(node("b", "mul", {ref("cube"), ref("slab")}, {"c2"}));
+  p.nodes.push_back(node("s", "sub", {ref("grid"), ref("row")}, {"g2"}));
+  p.outputs = {"grid", "c2", "g2"};
+  Captured c = f.capture(p, {{"col", meta(DType::kFloat32, {3, 1})},
+                             {"row", meta(DType::kFloat32, {4})},
+                             {"cube", meta(DType::kFloat32, {2, 3, 4})},
+                             {"slab", meta(DType::kFloat32, {2, 1, 4})}});
+  std::mt19937 rng(10);
+  for (int r = 0; r < 3; ++r) {
+    f.expect_same(c, {{"col", random_f32({3, 1}, rng)},
+                      {"row", random_f32({4}, rng)},
+                      {"cube", random_f32({2, 3, 4}, rng)},
+                      {"slab", random_f32({2, 1, 4}, rng)}});
+  }
+  EXPECT_EQ(c.plan->recorded_instructions(), 2u);
+}
+
+TEST(ReplayPlan, IntegerDivisionChecksItsDivisorOnEveryReplay) {
+  // floor division reads the divisor for zeros before its loop: that check
+  // is data, so the node is never reduced to its loop.
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("d", "div", {ref("x"), ref("y")}, {"q"}, {{"rounding_mode", lit(Attr("floor"))}}));
+  p.outputs = {"q"};
+  Captured c = f.capture(p, {{"x", meta(DType::kInt32, {4})}, {"y", meta(DType::kInt32, {4})}});
+  std::mt19937 rng(8);
+  for (int r = 0; r < 2; ++r) f.expect_same(c, {{"x", random_i32({4}, rng, -9, 9)}, {"y", random_i32({4}, rng, 1, 5)}});
+  EXPECT_EQ(c.plan->recorded_instructions(), 0u);
+  Tensor zero = random_i32({4}, rng, 1, 5);
+  zero.data_ptr<int32_t>()[2] = 0;
+  try {
+    c.plan->run({{"x", random_i32({4}, rng, -9, 9)}, {"y", zero}}, f.opts());
+    FAIL() << "division by zero replayed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(ReplayPlan, RecordedLoopsOfLargeTensorsSplitOverThePool) {
+  // Past the engine's grain the kernel split its loop over the pool; the
+  // recording replays the same split (and the same results).
+  PlanFixture f;
+  Program p;
+  p.nodes.push_back(node("a", "add", {ref("x"), lit(Attr(1.0))}, {"y"}));
+  p.nodes.push_back(node("t", "tanh", {ref("y")}, {"z"}));
+  p.nodes.push_back(node("m", "maximum", {ref("z"), ref("x")}, {"w"}));
+  p.outputs = {"w"};
+  Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {100003})}});
+  std::mt19937 rng(9);
+  for (int r = 0; r < 3; ++r) f.expect_same(c, {{"x", random_f32({100003}, rng)}});
+  EXPECT_EQ(c.plan->recorded_instructions(), 3u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,7 +39,11 @@ TEST(EngineMetrics, DisabledRecordsNothing) {
   // Every entry point is a no-op (the families were never looked up: a call
   // that touched them would dereference null).
   m.job_finished("off-tenant", "off-part", "succeeded", 0.1, 0.2);
-  m.op_ran("off-op", 0.001);
+  const std::string off_op = "off-op";
+  OpMetrics::Batch ops;
+  ops.add(off_op, 0.001);
+  m.ops_ran(ops);
+  EXPECT_TRUE(ops.empty());
   m.queue_depth("off-tenant", "off-part", 3);
   m.inflight("off-part", 1, 2);
   m.tenant_memory("off-tenant", 10, 20);
@@ -59,15 +64,21 @@ TEST(EngineMetrics, DisabledRecordsNothing) {
 TEST(EngineMetrics, OpLaunchesCountedFromManyThreads) {
   EngineMetrics m("cpu");
   ASSERT_TRUE(m.enabled());
+  const std::string op = "em-test-op";
   constexpr int kThreads = 4, kPerThread = 2500;
   std::vector<std::thread> ts;
   for (int i = 0; i < kThreads; ++i) {
-    ts.emplace_back([&m] {
-      for (int k = 0; k < kPerThread; ++k) m.op_ran("em-test-op", 0.0005);
+    ts.emplace_back([&m, &op] {
+      OpMetrics::Batch ops;
+      for (int k = 0; k < kPerThread; ++k) {
+        ops.add(op, 0.0005);
+        if (k % 97 == 0) m.ops_ran(ops);  // commits interleave with other threads'
+      }
+      m.ops_ran(ops);
     });
   }
   for (auto& t : ts) t.join();
-  auto fams = metrics_registry().Collect();
+  auto fams = collect_metrics();
   const auto* c = find_series(fams, "tensord_op_launches_total", {{"op", "em-test-op"}, {"backend", "cpu"}});
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->counter.value, kThreads * kPerThread);
@@ -75,18 +86,29 @@ TEST(EngineMetrics, OpLaunchesCountedFromManyThreads) {
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->histogram.sample_count, static_cast<uint64_t>(kThreads * kPerThread));
   EXPECT_NEAR(h->histogram.sample_sum, kThreads * kPerThread * 0.0005, 1e-6);
+  // 0.0005 s falls in the le="0.0005" bucket (cumulative), not below it.
+  ASSERT_EQ(h->histogram.bucket.size(), OpMetrics::kBuckets);
+  for (const auto& b : h->histogram.bucket) {
+    const uint64_t want = b.upper_bound >= 0.0005 ? kThreads * kPerThread : 0;
+    EXPECT_EQ(b.cumulative_count, want) << "le=" << b.upper_bound;
+  }
+  EXPECT_TRUE(std::isinf(h->histogram.bucket.back().upper_bound));
 }
 
-TEST(EngineMetrics, ThreadCacheFollowsTheInstance) {
-  // Two instances with different backend labels on one thread: each launch
-  // goes to its own instance's series (the thread-local cache is per instance).
+TEST(EngineMetrics, BackendLabelPerInstance) {
+  // Two instances with different backend labels: each launch goes to its
+  // own instance's series; op_seconds (op label only) sums both.
   EngineMetrics a("em-backend-a"), b("em-backend-b");
+  const std::string op = "em-switch-op";
   for (int i = 0; i < 3; ++i) {
-    a.op_ran("em-switch-op", 0.001);
-    b.op_ran("em-switch-op", 0.001);
-    b.op_ran("em-switch-op", 0.001);
+    OpMetrics::Batch x, y;
+    x.add(op, 0.001);
+    y.add(op, 0.001);
+    y.add(op, 0.001);
+    a.ops_ran(x);
+    b.ops_ran(y);
   }
-  auto fams = metrics_registry().Collect();
+  auto fams = collect_metrics();
   const auto* ca =
       find_series(fams, "tensord_op_launches_total", {{"op", "em-switch-op"}, {"backend", "em-backend-a"}});
   const auto* cb =
@@ -95,6 +117,37 @@ TEST(EngineMetrics, ThreadCacheFollowsTheInstance) {
   ASSERT_NE(cb, nullptr);
   EXPECT_EQ(ca->counter.value, 3);
   EXPECT_EQ(cb->counter.value, 6);
+  const auto* h = find_series(fams, "tensord_op_seconds", {{"op", "em-switch-op"}});
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->histogram.sample_count, 9u);
+}
+
+TEST(OpMetrics, BucketsAreLessOrEqual) {
+  EXPECT_EQ(OpMetrics::bucket_of(0.0), 0u);
+  EXPECT_EQ(OpMetrics::bucket_of(0.00001), 0u);
+  EXPECT_EQ(OpMetrics::bucket_of(0.0000100001), 1u);
+  EXPECT_EQ(OpMetrics::bucket_of(300), OpMetrics::kBounds.size() - 1);
+  EXPECT_EQ(OpMetrics::bucket_of(301), OpMetrics::kBounds.size());  // +Inf
+}
+
+TEST(OpMetrics, BatchGroupsByOpName) {
+  // Two strings with the same text are one op; the batch keeps one entry each.
+  const std::string a1 = "em-group-a", a2 = "em-group-a", b = "em-group-b";
+  OpMetrics::Batch ops;
+  ops.add(a1, 0.001);
+  ops.add(a2, 0.002);
+  ops.add(b, 0.003);
+  EXPECT_EQ(ops.ops(), 2u);
+  OpMetrics::global().commit("em-group-backend", ops);
+  EXPECT_TRUE(ops.empty());
+  auto fams = collect_metrics();
+  const auto* c =
+      find_series(fams, "tensord_op_launches_total", {{"op", "em-group-a"}, {"backend", "em-group-backend"}});
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->counter.value, 2);
+  const auto* h = find_series(fams, "tensord_op_seconds", {{"op", "em-group-a"}});
+  ASSERT_NE(h, nullptr);
+  EXPECT_NEAR(h->histogram.sample_sum, 0.003, 1e-9);
 }
 
 TEST(EngineMetrics, JobSeriesByState) {
@@ -102,7 +155,7 @@ TEST(EngineMetrics, JobSeriesByState) {
   m.job_finished("em-tenant", "em-part", "succeeded", 0.001, 0.5);
   m.job_finished("em-tenant", "em-part", "succeeded", 0.002, 0.25);
   m.job_finished("em-tenant", "em-part", "failed", 0.003, 0.0);
-  auto fams = metrics_registry().Collect();
+  auto fams = collect_metrics();
   const auto* ok = find_series(fams, "tensord_jobs_total",
                                {{"tenant", "em-tenant"}, {"partition", "em-part"}, {"state", "succeeded"}});
   const auto* bad =
@@ -132,7 +185,7 @@ TEST(EngineMetrics, EventsDriveDepthAndInflight) {
     m.on_event(e);
   };
   auto depth = [] {
-    auto fams = metrics_registry().Collect();
+    auto fams = collect_metrics();
     const auto* d = find_series(fams, "tensord_queue_depth", {{"tenant", "em-ev-tenant"}, {"partition", "em-ev-part"}});
     const auto* r = find_series(fams, "tensord_partition_inflight", {{"partition", "em-ev-part"}});
     return std::make_pair(d ? d->gauge.value : -1, r ? r->gauge.value : -1);
@@ -154,7 +207,7 @@ TEST(EngineMetrics, MemoryGaugesCachedPerTenantAndDevice) {
   m.tenant_memory("em-mem-tenant", 40, 1000);
   m.device_memory("em-dev:0", 7, 70);
   m.device_memory("em-dev:0", 8, 70);
-  auto fams = metrics_registry().Collect();
+  auto fams = collect_metrics();
   const auto* used = find_series(fams, "tensord_tenant_memory_bytes", {{"tenant", "em-mem-tenant"}});
   const auto* lim = find_series(fams, "tensord_tenant_memory_limit_bytes", {{"tenant", "em-mem-tenant"}});
   const auto* du = find_series(fams, "tensord_device_memory_bytes", {{"device", "em-dev:0"}, {"kind", "used"}});

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "ops/error.h"
 #include "ops/fake/fake_backend.h"
@@ -225,6 +228,58 @@ TEST(EngineAsync, QueueFullCarriesRetryAfter) {
   a->cancel("done");
   b->cancel("done");
   e.shutdown();  // waits for the running job before the tenant goes away
+}
+
+TEST(EngineAsync, RunAsyncCallsDoneOnceWhenTheJobEnds) {
+  auto e = make_engine(1);
+  Tenant t(config_with(1).tenants[0]);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<JobState, std::string>> ends;  // per done call: state, and the result's first output
+  auto done = [&](Job& j) {
+    std::string first;
+    if (j.state() == JobState::kSucceeded) first = Engine::result_of(j).outputs.at(0).first;
+    std::lock_guard lk(mu);
+    ends.emplace_back(j.state(), first);
+    cv.notify_all();
+  };
+  auto blocker = e->submit(t, long_job(2000));
+  auto ok = e->run_async(t, add_job(f32({2}, {1, 2})), done);
+  auto cancelled = e->run_async(t, add_job(f32({2}, {1, 2})), done);
+  cancelled->cancel("test");  // still queued behind the blocker: done runs on this thread
+  {
+    std::lock_guard lk(mu);
+    ASSERT_EQ(ends.size(), 1u);
+    EXPECT_EQ(ends[0].first, JobState::kCancelled);
+  }
+  blocker->cancel("test");
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return ends.size() == 2; }));
+    EXPECT_EQ(ends[1].first, JobState::kSucceeded);
+    EXPECT_EQ(ends[1].second, "y");
+  }
+  // A refused job throws and never calls done.
+  JobSpec bad = add_job(f32({2}, {1, 2}));
+  bad.program.nodes[0].op = "no_such_op";
+  EXPECT_THROW(e->run_async(t, std::move(bad), done), Error);
+  e->shutdown();
+  std::lock_guard lk(mu);
+  EXPECT_EQ(ends.size(), 2u);
+}
+
+TEST(JobOnEnd, RunsOnceWhetherRegisteredBeforeOrAfterTheEnd) {
+  Job a("job-1", "t", "p");
+  int calls = 0;
+  a.on_end([&] { ++calls; });
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(a.start());
+  a.succeed(JobResult{});
+  EXPECT_EQ(calls, 1);
+  a.fail(Error(ErrorCode::kInternal, "late"));  // no-op: already ended
+  EXPECT_EQ(calls, 1);
+  a.on_end([&] { calls += 10; });  // registered after the end: runs at once
+  EXPECT_EQ(calls, 11);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "ops/error.h"
 #include "server/request_target.h"
@@ -195,6 +198,60 @@ TEST(Router, HandlerExceptionsPropagate) {
   HttpRequest req = request("GET", "/boom");
   EXPECT_THROW(r.dispatch(req), Error);
   EXPECT_EQ(req.route, "/boom");  // set before the handler runs: metrics label
+}
+
+// Records what an asynchronous route answered.
+struct CapturedReply : AsyncReply {
+  std::vector<HttpResponse> answers;
+  std::vector<bool> heavy;
+  void finish(bool h, std::function<HttpResponse()> make) override {
+    heavy.push_back(h);
+    answers.push_back(make());
+  }
+  void on_client_gone(std::function<void()>) override {}
+};
+
+TEST(Router, AsyncRoutes) {
+  Router r;
+  std::string seen;
+  r.add_async("POST", "/v1/graphs/{id}/replay", [&seen](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+    seen = req.route + " " + req.params.at("id");
+    reply->finish(true, [] {
+      HttpResponse out;
+      out.body = "later";
+      return out;
+    });
+  });
+  r.add("GET", "/v1/graphs/{id}", tagged("info"));
+  std::string tmpl;
+  EXPECT_EQ(r.dispatch_of("POST", "/v1/graphs/g-1/replay", &tmpl), Dispatch::kAsync);
+  EXPECT_EQ(tmpl, "/v1/graphs/{id}/replay");
+  EXPECT_EQ(r.dispatch_of("GET", "/v1/graphs/g-1"), Dispatch::kInline);
+  EXPECT_EQ(r.dispatch_of("GET", "/nowhere"), Dispatch::kInline);
+
+  auto reply = std::make_shared<CapturedReply>();
+  HttpRequest req = request("POST", "/v1/graphs/g-7/replay");
+  r.dispatch_async(req, reply);
+  EXPECT_EQ(seen, "/v1/graphs/{id}/replay g-7");
+  ASSERT_EQ(reply->answers.size(), 1u);
+  EXPECT_EQ(reply->answers[0].body, "later");
+  EXPECT_TRUE(reply->heavy[0]);
+
+  // A route that is not asynchronous answers through the reply at once.
+  auto other = std::make_shared<CapturedReply>();
+  HttpRequest get = request("GET", "/v1/graphs/g-7");
+  r.dispatch_async(get, other);
+  ASSERT_EQ(other->answers.size(), 1u);
+  EXPECT_EQ(other->answers[0].body, "info");
+
+  // Called synchronously (a bug), an asynchronous route is an internal error.
+  HttpRequest sync = request("POST", "/v1/graphs/g-7/replay");
+  try {
+    r.dispatch(sync);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInternal);
+  }
 }
 
 TEST(Router, BadTemplatesAreRejected) {

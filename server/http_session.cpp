@@ -24,8 +24,6 @@ namespace {
 
 constexpr std::chrono::seconds kLingerTime{2};
 constexpr std::size_t kLingerMaxBytes = 8 << 20;
-// Bodies up to this size start an asynchronous route on the io thread.
-constexpr std::size_t kAsyncInlineBody = 64 << 10;
 
 bool is_token_char(char c) {
   if (c >= 'a' && c <= 'z') return true;
@@ -239,16 +237,17 @@ void HttpSession::handle_request() {
   const bool client_keep_alive = msg.keep_alive();
   bool offload = false, async = false;
   std::string route_template;
+  size_t inline_body = 0;
   try {
     parse_target(req.target, req.path, req.query);
-    const Dispatch d = state_->router->dispatch_of(req.method, req.path, &route_template);
+    const Dispatch d = state_->router->dispatch_of(req.method, req.path, &route_template, &inline_body);
     offload = state_->offload && d == Dispatch::kOffload;
     async = d == Dispatch::kAsync;
   } catch (...) {
     // dispatch() below reports the bad target
   }
   if (req.path == "/v1/stream" && state_->streams && websocket::is_upgrade(msg)) return upgrade(std::move(msg), req);
-  if (async) return handle_async(std::move(req), std::move(route_template), client_keep_alive);
+  if (async) return handle_async(std::move(req), std::move(route_template), inline_body, client_keep_alive);
   if (offload) {
     // Run on the handler pool; come back to this connection's strand to write.
     // No read or write is pending while the handler runs: a job may take
@@ -346,7 +345,8 @@ HttpResponse HttpSession::call_handler(HttpRequest& req) {
       req.request_id, req.method, req.route);
 }
 
-void HttpSession::handle_async(HttpRequest&& req, std::string route_template, bool client_keep_alive) {
+void HttpSession::handle_async(HttpRequest&& req, std::string route_template, size_t inline_body,
+                               bool client_keep_alive) {
   // No read or write is pending until the answer: a job may take longer
   // than any I/O timeout, so the stream's timer is off until send().
   stream_.expires_never();
@@ -354,9 +354,10 @@ void HttpSession::handle_async(HttpRequest&& req, std::string route_template, bo
   auto reply = std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, std::move(route_template),
                                                    req.request_id, req.method == "HEAD", client_keep_alive);
   pending_reply_ = reply;
-  // A small body is parsed and its job queued right here; a large one
-  // (JSON tensors to decode) on the handler pool, away from the io threads.
-  if (req.body.size() <= kAsyncInlineBody || !state_->offload) {
+  // A small body is parsed and its job queued right here; a larger one
+  // (JSON tensors to decode, a program to compile) on the handler pool, away
+  // from the io threads.
+  if (req.body.size() <= inline_body || !state_->offload) {
     reply->start(req);
   } else {
     state_->offload([reply, req = std::move(req)]() mutable { reply->start(req); });

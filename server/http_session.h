@@ -50,7 +50,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpResponse call_handler(HttpRequest& req);
   // A kAsync route (router.h): starts it here (small body) or on the
   // handler pool; its AsyncSessionReply answers on this strand later.
-  void handle_async(HttpRequest&& req, std::string route_template, bool client_keep_alive);
+  void handle_async(HttpRequest&& req, std::string route_template, size_t inline_body, bool client_keep_alive);
   friend class AsyncSessionReply;
   std::weak_ptr<AsyncSessionReply> pending_reply_;  // the async request awaiting its answer
   // While an offloaded handler runs: notice the client closing the connection.

@@ -118,19 +118,24 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
   return false;
 }
 
-void Router::add_async(std::string method, std::string route_template, AsyncHandler h) {
+void Router::add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes) {
   const std::string m = method, t = route_template;
   add(std::move(method), std::move(route_template), nullptr, Dispatch::kAsync);
   for (auto& r : routes_) {
-    if (r.method == m && r.raw_template == t) r.async = std::move(h);
+    if (r.method == m && r.raw_template == t) {
+      r.async = std::move(h);
+      r.inline_body = inline_body_bytes;
+    }
   }
 }
 
-Dispatch Router::dispatch_of(const std::string& method, const std::string& path, std::string* route_template) const {
+Dispatch Router::dispatch_of(const std::string& method, const std::string& path, std::string* route_template,
+                             size_t* inline_body_bytes) const {
   for (const auto& r : routes_) {
     std::map<std::string, std::string> params;
     if (r.method == method && match(r.pieces, 0, path, 0, params)) {
       if (route_template) *route_template = r.route_template;
+      if (inline_body_bytes) *inline_body_bytes = r.inline_body;
       return r.dispatch;
     }
   }

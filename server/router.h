@@ -48,19 +48,21 @@ using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply
 // answerable under load. kAsync: the handler starts a job and returns; the
 // job's end answers (AsyncReply). No thread waits for the job, and a small
 // request makes no trip through the handler pool: it starts on the io
-// thread (a large body is parsed on the pool).
+// thread (a body over the route's limit is parsed on the pool).
 enum class Dispatch { kInline, kOffload, kAsync };
 
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
   void add(std::string method, std::string route_template, Handler h, Dispatch d = Dispatch::kInline);
-  void add_async(std::string method, std::string route_template, AsyncHandler h);
+  // `inline_body_bytes`: a body up to this size starts the handler on the
+  // io thread (parsing it is quick); a larger one on the handler pool.
+  void add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes);
 
   // How the route matching (method, path) runs (kInline when none
-  // matches), and its template when `route_template` is given.
-  Dispatch dispatch_of(const std::string& method, const std::string& path,
-                       std::string* route_template = nullptr) const;
+  // matches); its template and, for kAsync, its inline body limit when asked.
+  Dispatch dispatch_of(const std::string& method, const std::string& path, std::string* route_template = nullptr,
+                       size_t* inline_body_bytes = nullptr) const;
 
   // For a kAsync route: sets req.route and req.params and calls its handler.
   // Any other request is answered through reply->finish with dispatch().
@@ -86,7 +88,8 @@ class Router {
     std::string raw_template;    // as registered
     std::vector<Piece> pieces;
     Handler handler;
-    AsyncHandler async;  // kAsync
+    AsyncHandler async;     // kAsync
+    size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
     Dispatch dispatch = Dispatch::kInline;
     size_t literal_chars = 0;
     int params = 0;

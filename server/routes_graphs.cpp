@@ -74,7 +74,9 @@ void add_graph_routes(Router& r, AppContext& app) {
     return resp;
   });
 
-  // Answered from the job's end, like /v1/run (answer_job).
+  // Answered from the job's end, like /v1/run (answer_job). A replay's body
+  // is only inputs to decode (no program): up to 32 KiB on the io thread.
+  constexpr size_t kReplayInlineBody = 32 << 10;
   r.add_async("POST", "/v1/graphs/{id}/replay", [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
     Tenant& tenant = authenticate(req, *app.tenants);
     auto g = find_graph(*store, req, tenant);
@@ -99,7 +101,7 @@ void add_graph_routes(Router& r, AppContext& app) {
     reply->on_client_gone([weak] {
       if (auto j = weak.lock()) j->cancel("the client closed the connection");
     });
-  });
+  }, kReplayInlineBody);
 
   r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

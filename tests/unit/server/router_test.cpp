@@ -221,11 +221,13 @@ TEST(Router, AsyncRoutes) {
       out.body = "later";
       return out;
     });
-  });
+  }, 1024);
   r.add("GET", "/v1/graphs/{id}", tagged("info"));
   std::string tmpl;
-  EXPECT_EQ(r.dispatch_of("POST", "/v1/graphs/g-1/replay", &tmpl), Dispatch::kAsync);
+  size_t inline_body = 0;
+  EXPECT_EQ(r.dispatch_of("POST", "/v1/graphs/g-1/replay", &tmpl, &inline_body), Dispatch::kAsync);
   EXPECT_EQ(tmpl, "/v1/graphs/{id}/replay");
+  EXPECT_EQ(inline_body, 1024u);
   EXPECT_EQ(r.dispatch_of("GET", "/v1/graphs/g-1"), Dispatch::kInline);
   EXPECT_EQ(r.dispatch_of("GET", "/nowhere"), Dispatch::kInline);
 

@@ -213,8 +213,19 @@ struct Running {
   std::string graph;  // the replayed graph's id, or ""
   const CompiledProgram* cp = nullptr;
   std::shared_ptr<const TraceTable> table;  // cp's
+  // The job's latest op spans, written to the ring together (one claim of
+  // slots for up to 32 records): flushed when full, before any other record
+  // of the job, and when the job ends.
+  std::array<TraceEvent, 32> ops;
+  uint32_t nops = 0;
 };
 thread_local Running tls_running;
+
+void flush_ops(TraceBuffer& tb, Running& r) {
+  if (r.nops == 0) return;
+  tb.add(r.ops.data(), r.nops);
+  r.nops = 0;
+}
 
 void publish(const Job& job, std::string state) {
   EventBus& bus = EventBus::global();
@@ -263,6 +274,7 @@ void job_started(const Job& job, const std::string& graph_id, int stream) {
   TraceBuffer& tb = TraceBuffer::global();
   if (tb.enabled()) {
     Running& r = tls_running;
+    flush_ops(tb, r);  // a previous job's, if it ended on another thread
     r.job = &job;
     r.start_ns = TraceBuffer::now_ns();
     // A runner thread keeps its partition and stream for life: the lane's
@@ -317,6 +329,15 @@ void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds, std::
     }
     emit(tb, std::array{s, f}, *r.job, r.ref);
   }
+  if (ref.plain) {
+    e.tenant = ref.tenant;
+    e.partition = ref.partition;
+    e.job = ref.n;
+    if (r.nops == r.ops.size()) flush_ops(tb, r);
+    r.ops[r.nops++] = e;
+    return;
+  }
+  flush_ops(tb, r);
   emit(tb, e, *r.job, ref, d);
 }
 
@@ -327,6 +348,7 @@ void job_ended(const Job& job) {
     const int64_t created = TraceBuffer::ns_of(job.created());
     Running& r = tls_running;
     if (r.job == &job) {
+      flush_ops(tb, r);  // before the run span, whose sequence number keeps the table
       // The run ends when the job did (its waiters and its reply may be on
       // their way already), not when this record is written.
       const int64_t end = std::max(r.start_ns, TraceBuffer::ns_of(job.ended_at()));

@@ -19,6 +19,7 @@
 #include "api/program_json.h"
 #include "graphs/compiled_program.h"
 #include "metrics/trace_buffer.h"
+#include "metrics/trace_request_scope.h"
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_trace.h"
 #include "scheduler/job_handle.h"

@@ -9,6 +9,7 @@
 #include "graphs/compiled_program.h"
 #include "metrics/event_bus.h"
 #include "metrics/trace_buffer.h"
+#include "metrics/trace_request_scope.h"
 #include "ops/dtype.h"
 #include "scheduler/job_handle.h"
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "metrics/trace_buffer.h"
+#include "metrics/trace_request_scope.h"
 #include "server/router.h"
 
 namespace tensord {

@@ -18,6 +18,7 @@
 #include "server/stream_service.h"
 #include "server/websocket_session.h"
 #include "metrics/trace_buffer.h"
+#include "metrics/trace_request_scope.h"
 
 namespace tensord {
 namespace {

@@ -5,8 +5,10 @@
 // own buffers share a chunk) and adds chunks for the rest, so the pool holds
 // what the largest of them needs, not their sum (PyTorch's
 // Graph(pool=other.pool())). Chunks are freed when the pool and every graph
-// bound to it are gone. Graphs sharing a pool replay one at a time
-// (run_mutex): their intermediates overwrite each other.
+// bound to it are gone. Graphs sharing a pool replay one at a time: their
+// intermediates overwrite each other. The engine admits one replay of the
+// pool at a time (gate(): the others wait there, holding no thread) and the
+// admitted one runs under run_mutex (a guard for direct callers).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "graphs/serial_gate.h"
 #include "ops/backend.h"
 #include "ops/memory_account.h"
 #include "ops/tensor.h"
@@ -38,6 +41,7 @@ class GraphPool {
   int64_t reserved() const;
   size_t chunks() const;
   std::mutex& run_mutex() { return run_mu_; }
+  SerialGate& gate() { return gate_; }
 
  private:
   Backend* backend_;
@@ -47,6 +51,7 @@ class GraphPool {
   std::vector<Tensor> chunks_;
   int64_t reserved_ = 0;
   std::mutex run_mu_;
+  SerialGate gate_;
 };
 
 }  // namespace tensord

@@ -24,6 +24,8 @@ struct Engine::Work {
   std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
   std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
   std::shared_ptr<GraphPool> pool;                   // the plan's pool: its run mutex is held while it runs
+  std::atomic<bool> admitted{false};                 // holds the pool's gate (replay_async)
+  Clock::time_point deadline = Clock::time_point::max();
   std::vector<std::string> returns;
   const CompiledProgram& program() const { return shared_cp ? *shared_cp : cp; }
 };
@@ -113,6 +115,11 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
 }
 
 std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>& w) {
+  prepare(tenant, w);
+  return submit_prepared(tenant, w);
+}
+
+void Engine::prepare(Tenant& tenant, const std::shared_ptr<Work>& w) {
   JobSpec& spec = w->spec;
 
   // Which outputs come back: `return`, or every output not stored.
@@ -141,11 +148,13 @@ std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>
     }
   }
   const auto now = scheduler_->clock().now();
-  const auto deadline =
-      spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms) : Clock::time_point::max();
-  const int priority = spec.priority;
+  w->deadline = spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms) : Clock::time_point::max();
   w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition);
+}
 
+std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w) {
+  const auto deadline = w->deadline;
+  const int priority = w->spec.priority;
   // Both callbacks own the job: the scheduler may drop `run` before it
   // calls `fail` (a job cancelled or expired while queued).
   std::shared_ptr<Job> job = w->job;
@@ -328,12 +337,49 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
   w->plan = std::move(plan);
   w->pool = std::move(pool);
   w->spec = std::move(spec);
-  std::shared_ptr<Job> job = enqueue(tenant, w);
+  prepare(tenant, w);  // validation errors throw here, before the gate
+  std::shared_ptr<Job> job = w->job;
   Job* j = job.get();
-  job->on_end([this, j, done = std::move(done)] {
+  // The callback is the job's own; `w` keeps the pool and the plan (a
+  // cycle through the job that its end breaks: on_end drops the callback).
+  job->on_end([this, j, w, done = std::move(done)] {
     metrics_->graph_replayed(j->tenant(), std::string(job_state_name(j->state())));
-    done(*j);
+    try {
+      done(*j);
+    } catch (...) {
+      // The caller's answer failed: the gate must open all the same.
+    }
+    if (w->admitted.exchange(false)) w->pool->gate().release();
   });
+  // One replay of the pool at a time: the others wait at its gate, not on
+  // a runner. A waiting replay is queued when the admitted one ends (on
+  // that thread); refused then (shutdown, queue full), it fails with the
+  // error, which answers its request.
+  Tenant* t = &tenant;
+  const bool now = w->pool->gate().enter([this, t, w] {
+    if (is_final(w->job->state())) {  // cancelled while it waited
+      w->pool->gate().release();
+      return;
+    }
+    w->admitted.store(true);
+    try {
+      submit_prepared(*t, w);
+    } catch (const Error& e) {
+      w->job->fail(e);  // its on_end releases the gate
+    } catch (const std::exception& e) {
+      w->job->fail(Error(ErrorCode::kInternal, e.what()));
+    }
+  });
+  if (now) {
+    w->admitted.store(true);
+    try {
+      submit_prepared(tenant, w);
+    } catch (...) {
+      w->admitted.store(false);
+      w->pool->gate().release();
+      throw;
+    }
+  }
   return job;
 }
 

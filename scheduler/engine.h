@@ -54,10 +54,12 @@ class Engine {
   // has ended, on the thread that ended it (Job::on_end). A refused job
   // throws as submit() does and `done` is never called.
   std::shared_ptr<Job> run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done);
-  // A captured graph's replay plan (graphs/replay_plan.h), run under its
-  // pool's run mutex (graphs sharing a pool run one at a time): no
-  // validation, binding or planning; spec.program is ignored and
-  // spec.inputs must match the program's input metas (409 conflict).
+  // A captured graph's replay plan (graphs/replay_plan.h): no validation,
+  // binding or planning; spec.program is ignored and spec.inputs must match
+  // the program's input metas (409 conflict). Replays of graphs sharing a
+  // pool run one at a time: the pool's gate admits one to the queue, and
+  // the next when it ends, so a waiting replay holds no runner. Refused at
+  // once (nothing queued, `done` not called) only when admitted at once.
   std::shared_ptr<Job> replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, std::shared_ptr<GraphPool> pool,
                                     JobSpec spec, std::function<void(Job&)> done);
   // A job that ended: its result, with its queue and run times, moved out;
@@ -87,7 +89,12 @@ class Engine {
  private:
   struct Work;
   void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
-  std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w);
+  std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w);  // prepare + submit_prepared
+  // Checks store/return names, picks the returned outputs, sets the
+  // deadline and creates the job (not queued yet).
+  void prepare(Tenant& tenant, const std::shared_ptr<Work>& w);
+  // Queues a prepared job; throws (queue_full, unavailable) with nothing queued.
+  std::shared_ptr<Job> submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w);
   void record_end(const Job& job);
   void record_device_memory();
 

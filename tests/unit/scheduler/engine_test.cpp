@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "graphs/graph_pool.h"
+#include "graphs/replay_plan.h"
 #include "ops/error.h"
 #include "ops/fake/fake_backend.h"
 #include "tests/unit/graphs/program_builder.h"
@@ -266,6 +268,72 @@ TEST(EngineAsync, RunAsyncCallsDoneOnceWhenTheJobEnds) {
   e->shutdown();
   std::lock_guard lk(mu);
   EXPECT_EQ(ends.size(), 2u);
+}
+
+// A captured graph's plan over `pool`, on the engine's backend.
+std::shared_ptr<ReplayPlan> plan_for(Engine& e, const Program& p, const std::map<std::string, TensorMeta>& in,
+                                     GraphPool& pool, const std::shared_ptr<MemoryAccount>& acct) {
+  auto cp = std::make_shared<const CompiledProgram>(compile_program(p, in, nullptr));
+  std::map<std::string, Tensor> bufs;
+  for (const auto& [name, m] : in) bufs.emplace(name, Tensor::empty(&e.backend(), Device{}, m.dtype, m.shape, acct));
+  return std::make_shared<ReplayPlan>(cp, bufs, pool, &e.backend(), Device{});
+}
+
+TEST(EngineAsync, ReplaysSharingAPoolWaitAtItsGateNotOnARunner) {
+  auto e = make_engine(2);
+  Tenant t(config_with(2).tenants[0]);
+  auto pool = std::make_shared<GraphPool>(&e->backend(), Device{}, t.account);
+  auto slow = plan_for(*e, long_job(1500).program, {}, *pool, t.account);
+  Program neg;
+  neg.nodes.push_back(node("n", "neg", {ref("x")}, {"y"}));
+  neg.outputs = {"y"};
+  auto quick = plan_for(*e, neg, {{"x", meta(DType::kFloat32, {2})}}, *pool, t.account);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> order;
+  auto done = [&](const std::string& tag) {
+    return [&, tag](Job& j) {
+      std::lock_guard lk(mu);
+      order.push_back(tag + ":" + std::string(job_state_name(j.state())));
+      cv.notify_all();
+    };
+  };
+  auto a = e->replay_async(t, slow, pool, JobSpec{}, done("a"));
+  for (int i = 0; i < 1000 && a->state() == JobState::kQueued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(a->state(), JobState::kRunning);
+  JobSpec qs;
+  qs.inputs["x"] = f32({2}, {1, 2});
+  auto b = e->replay_async(t, quick, pool, std::move(qs), done("b"));
+  JobSpec cs;
+  cs.inputs["x"] = f32({2}, {3, 4});
+  auto c = e->replay_async(t, quick, pool, std::move(cs), done("c"));
+  EXPECT_EQ(pool->gate().waiting(), 2u);
+  EXPECT_EQ(b->state(), JobState::kQueued);
+  c->cancel("test");  // waiting at the gate: ends at once
+  // The partition's second runner is free: a plain job runs while `a` does.
+  JobResult r = e->run(t, add_job(f32({1}, {5})));
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 10.f);
+  EXPECT_EQ(a->state(), JobState::kRunning) << "the plain job did not wait for the slow replay";
+  a->cancel("test");
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return order.size() == 3; }));
+    EXPECT_EQ(order, (std::vector<std::string>{"c:cancelled", "a:cancelled", "b:succeeded"}));
+  }
+  EXPECT_FLOAT_EQ(Engine::result_of(*b).outputs.at(0).second.data_ptr<float>()[1], -2.f);
+  // b's end (just after its answer) admits the cancelled c, which only frees
+  // the gate again.
+  for (int i = 0; i < 500 && pool->gate().waiting() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(pool->gate().waiting(), 0u);
+  // The gate is open again: a replay runs.
+  JobSpec ds;
+  ds.inputs["x"] = f32({2}, {7, 8});
+  auto d = e->replay_async(t, quick, pool, std::move(ds), done("d"));
+  EXPECT_EQ(d->wait(), JobState::kSucceeded);
+  e->shutdown();
 }
 
 TEST(JobOnEnd, RunsOnceWhetherRegisteredBeforeOrAfterTheEnd) {

@@ -457,10 +457,29 @@ std::vector<TraceRecord> TraceBuffer::snapshot(size_t last,
     TraceEvent e;
     if (read_slot(head - 1 - k, e)) events.push_back(e);
   }
+  // Only the data the copied records refer to: holding every registered
+  // entry while rendering would make a collection running meanwhile keep
+  // them all (and double its threshold), so a reader polling /v1/trace
+  // could grow the registry without bound.
+  std::vector<uint64_t> serials;
+  for (const TraceEvent& e : events) {
+    if (e.kind == TraceKind::kRecord || e.kind == TraceKind::kOp || (e.kind == TraceKind::kRun && e.data != 0)) {
+      serials.push_back(e.data);
+    }
+  }
+  std::sort(serials.begin(), serials.end());
+  serials.erase(std::unique(serials.begin(), serials.end()), serials.end());
   std::vector<std::shared_ptr<const TraceData>> data;
+  data.reserve(serials.size());
   {
     std::lock_guard lock(data_mu_);
-    data = data_;
+    auto from = data_.begin();
+    for (uint64_t serial : serials) {
+      from = std::lower_bound(from, data_.end(), serial,
+                              [](const std::shared_ptr<const TraceData>& d, uint64_t v) { return d->serial < v; });
+      if (from == data_.end()) break;
+      if ((*from)->serial == serial) data.push_back(*from);
+    }
   }
   auto find = [&](uint64_t serial) -> const TraceData* {
     auto it = std::lower_bound(data.begin(), data.end(), serial,

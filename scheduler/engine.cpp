@@ -357,11 +357,13 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
   // error, which answers its request.
   Tenant* t = &tenant;
   const bool now = w->pool->gate().enter([this, t, w] {
-    if (is_final(w->job->state())) {  // cancelled while it waited
-      w->pool->gate().release();
+    w->admitted.store(true);
+    if (is_final(w->job->state())) {
+      // Cancelled while it waited: its on_end ran, or runs now, and
+      // whichever of the two takes `admitted` back opens the gate.
+      if (w->admitted.exchange(false)) w->pool->gate().release();
       return;
     }
-    w->admitted.store(true);
     try {
       submit_prepared(*t, w);
     } catch (const Error& e) {

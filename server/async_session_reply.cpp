@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "server/http_session.h"
-#include "server/request_target.h"
 #include "server/server_state.h"
 
 namespace tensord {

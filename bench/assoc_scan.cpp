@@ -19,26 +19,12 @@
 #include "graphs/executor.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/memory_account.h"
+#include "tests/unit/graphs/program_builder.h"
 
 using namespace tensord;
+using namespace tensord::testing_util;
 
 namespace {
-
-ArgExpr vref(const std::string& s) {
-  ArgExpr a;
-  a.kind = ArgExpr::Kind::kString;
-  a.str = s;
-  return a;
-}
-
-Node node(const std::string& id, const std::string& op, std::vector<ArgExpr> args, const std::string& out) {
-  Node n;
-  n.id = id;
-  n.op = op;
-  n.args = std::move(args);
-  n.outputs = {out};
-  return n;
-}
 
 // ys = associative_scan(xs) over k float32 inputs of shape [n] + slice.
 Program scan_program(size_t k, const Shape& slice, std::vector<Node> combine, std::vector<std::string> outs) {
@@ -137,14 +123,14 @@ int main(int argc, char** argv) {
       std::vector<std::string> outs;
     };
     std::vector<Case> cases = {
-        {"add (cumsum)", 1, {}, {node("c", "add", {vref("l0"), vref("r0")}, "o")}, {"o"}},
+        {"add (cumsum)", 1, {}, {node("c", "add", {ref("l0"), ref("r0")}, {"o"})}, {"o"}},
         {"affine (3 nodes)",
          2,
          {},
-         {node("aa", "mul", {vref("l0"), vref("r0")}, "a"), node("ab", "mul", {vref("r0"), vref("l1")}, "t"),
-          node("bb", "add", {vref("t"), vref("r1")}, "b")},
+         {node("aa", "mul", {ref("l0"), ref("r0")}, {"a"}), node("ab", "mul", {ref("r0"), ref("l1")}, {"t"}),
+          node("bb", "add", {ref("t"), ref("r1")}, {"b"})},
          {"a", "b"}},
-        {"add (cumsum)", 1, {16}, {node("c", "add", {vref("l0"), vref("r0")}, "o")}, {"o"}},
+        {"add (cumsum)", 1, {16}, {node("c", "add", {ref("l0"), ref("r0")}, {"o"})}, {"o"}},
     };
     for (auto& c : cases) {
       Shape xs = c.slice;

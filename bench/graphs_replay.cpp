@@ -23,35 +23,20 @@
 #include "graphs/replay_plan.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/memory_account.h"
+#include "tests/unit/graphs/program_builder.h"
 
 using namespace tensord;
+using namespace tensord::testing_util;
 
 namespace {
-
-ArgExpr vref(const std::string& s) {
-  ArgExpr a;
-  a.kind = ArgExpr::Kind::kString;
-  a.str = s;
-  return a;
-}
-ArgExpr lit(double v) {
-  ArgExpr a;
-  a.kind = ArgExpr::Kind::kLiteral;
-  a.literal = Attr(v);
-  return a;
-}
 
 struct Builder {
   Program p;
   int k = 0;
   std::string add(const std::string& op, std::vector<ArgExpr> args) {
-    Node n;
-    n.id = "n" + std::to_string(k);
-    n.op = op;
-    n.args = std::move(args);
-    n.outputs = {"v" + std::to_string(k++)};
-    p.nodes.push_back(n);
-    return n.outputs[0];
+    const std::string out = "v" + std::to_string(k);
+    p.nodes.push_back(node("n" + std::to_string(k++), op, std::move(args), {out}));
+    return out;
   }
 };
 
@@ -62,26 +47,26 @@ Program program_200(int64_t n) {
   std::string cur = "x", red;
   const std::vector<std::function<std::string(const std::string&)>> cycle = {
       [&](const std::string& v) {
-        return b.add("mul", {vref(v), lit(0.999)});
+        return b.add("mul", {ref(v), lit(0.999)});
       },
       [&](const std::string& v) {
-        return b.add("add", {vref(v), lit(0.01)});
+        return b.add("add", {ref(v), lit(0.01)});
       },
-      [&](const std::string& v) { return b.add("tanh", {vref(v)}); },
+      [&](const std::string& v) { return b.add("tanh", {ref(v)}); },
       [&](const std::string& v) {
-        return b.add("sub", {vref(v), vref("x")});
+        return b.add("sub", {ref(v), ref("x")});
       },
       [&](const std::string& v) {
-        return b.add("maximum", {vref(v), vref("x")});
+        return b.add("maximum", {ref(v), ref("x")});
       },
-      [&](const std::string& v) { return b.add("neg", {vref(v)}); },
-      [&](const std::string& v) { return b.add("abs", {vref(v)}); }};
+      [&](const std::string& v) { return b.add("neg", {ref(v)}); },
+      [&](const std::string& v) { return b.add("abs", {ref(v)}); }};
   const char* reds[] = {"sum", "mean", "amax"};
   size_t i = 0;
   while (b.k < 200) {
     if (b.k % 20 == 18) {
-      red = b.add(reds[(b.k / 20) % 3], {vref(cur)});
-      cur = b.add("add", {vref(cur), vref(red)});
+      red = b.add(reds[(b.k / 20) % 3], {ref(cur)});
+      cur = b.add("add", {ref(cur), ref(red)});
       continue;
     }
     cur = cycle[i++ % cycle.size()](cur);
@@ -94,7 +79,7 @@ Program neg_chain(int nodes, int64_t n) {
   Builder b;
   b.p.inputs.push_back({"x", TensorMeta{DType::kFloat32, {n}}});
   std::string cur = "x";
-  for (int i = 0; i < nodes; ++i) cur = b.add("neg", {vref(cur)});
+  for (int i = 0; i < nodes; ++i) cur = b.add("neg", {ref(cur)});
   b.p.outputs = {cur};
   return b.p;
 }
@@ -131,16 +116,7 @@ struct KernelsAlone {
     }
     vals[static_cast<size_t>(cp.inputs[0].second)] = x;
     for (const BoundNode& b : cp.nodes) {
-      OpArgs<Tensor> a;
-      a.op = b.op;
-      a.node = b.id;
-      a.attrs = b.attrs;
-      a.names = b.tensor_names;
-      a.tensors.resize(b.tensor_params.size());
-      for (size_t pi = 0; pi < b.tensor_params.size(); ++pi) {
-        for (int v : b.tensor_params[pi]) a.tensors[pi].push_back(vals[static_cast<size_t>(v)]);
-      }
-      args.push_back(std::move(a));
+      args.push_back(bind_node_args<Tensor>(b, [&vals](size_t v) { return vals[v]; }));
       kernels.push_back(&b.op->kernels.at("cpu"));
       std::vector<Tensor> o;
       for (int v : b.outputs) o.push_back(vals[static_cast<size_t>(v)]);

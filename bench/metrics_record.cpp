@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
 
   // Trace: the request span, the flows, the queue, run and op spans.
   const std::string method = "POST", route = "/v1/run", request_id = "0123456789abcdef";
-  double trace_ns = median_ns_per_iter(reps, iters, [&](int i) {
+  auto traced_job = [&](int i) {
     TraceRequestScope scope(method, route, request_id);
     Job job("job-" + std::to_string(i + 1), tenant, partition);
     engine_trace::job_queued(job);
@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
     for (const auto& b : cp.nodes) engine_trace::op_ran(cp, b, 1e-6);
     job.succeed(JobResult{});
     engine_trace::job_ended(job);
-  });
+  };
+  double trace_ns = median_ns_per_iter(reps, iters, traced_job);
   // One op span inside a running job (a long program's or replay's nodes).
   double op_span_ns = 0;
   {
@@ -133,16 +134,7 @@ int main(int argc, char** argv) {
   }
   // The same loop with the trace off: the Job and scope themselves.
   TraceBuffer::global().set_enabled(false);
-  double base_ns = median_ns_per_iter(reps, iters, [&](int i) {
-    TraceRequestScope scope(method, route, request_id);
-    Job job("job-" + std::to_string(i + 1), tenant, partition);
-    engine_trace::job_queued(job);
-    job.start();
-    engine_trace::job_started(job);
-    for (const auto& b : cp.nodes) engine_trace::op_ran(cp, b, 1e-6);
-    job.succeed(JobResult{});
-    engine_trace::job_ended(job);
-  });
+  double base_ns = median_ns_per_iter(reps, iters, traced_job);
   std::printf(
       "{\"metrics_ns\": %.1f, \"trace_ns\": %.1f, \"iters\": %d, \"reps\": %d, \"parts_ns\": {\"job_events\": %.1f, "
       "\"ops\": %.1f, \"job_end\": %.1f, \"http\": %.1f, \"op_launch_in_200\": %.1f, \"trace_op_span\": %.1f}}\n",

@@ -63,24 +63,6 @@ size_t GraphStore::size() const {
   return graphs_.size();
 }
 
-void check_replay_inputs(const CapturedGraph& g, const std::map<std::string, Tensor>& inputs) {
-  for (const auto& [name, t] : inputs) {
-    if (!g.buffers.count(name)) throw Error(ErrorCode::kBadRequest, "input '" + name + "' is not a graph input");
-  }
-  for (const auto& [name, buf] : g.buffers) {
-    auto it = inputs.find(name);
-    if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
-    const Tensor& t = it->second;
-    if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
-      throw Error(ErrorCode::kConflict, "graph '" + g.id + "' was captured with input '" + name + "' " +
-                                            buf.meta().str() + ", the replay gives " + t.meta().str());
-    }
-    if (t.device().type != DeviceType::kCPU || buf.device().type != DeviceType::kCPU) {
-      throw Error(ErrorCode::kUnsupported, "graph replay copies inputs on the host only (for now)");
-    }
-  }
-}
-
 namespace {
 
 std::string esc(const std::string& s) {

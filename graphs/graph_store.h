@@ -61,11 +61,6 @@ class GraphStore {
   std::atomic<int64_t> next_{1};
 };
 
-// Checks a replay's inputs against the capture before the job is queued
-// (the plan copies them into its static buffers when it runs): a missing or
-// unknown input is bad_request; another shape or dtype than captured is
-// conflict; a tensor off the host is unsupported.
-void check_replay_inputs(const CapturedGraph& g, const std::map<std::string, Tensor>& inputs);
 
 // Graphviz text of a compiled program (control-flow bodies as clusters).
 std::string graph_to_dot(const CompiledProgram& cp, const std::string& name);

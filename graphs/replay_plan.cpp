@@ -59,7 +59,14 @@ ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map
                        GraphPool& pool, Backend* backend, Device device)
     : cp_(std::move(cp)) {
   flat_ = device.type == DeviceType::kCPU;
-  if (flat_) bind(input_buffers, pool, backend);
+  for (const auto& [name, id] : cp_->inputs) {
+    auto it = input_buffers.find(name);
+    TENSORD_ASSERT(it != input_buffers.end());
+    TENSORD_ASSERT(it->second.meta().dtype == cp_->values[static_cast<size_t>(id)].meta.dtype &&
+                   it->second.shape() == cp_->values[static_cast<size_t>(id)].meta.shape);
+    inputs_.emplace_back(name, it->second);
+  }
+  if (flat_) bind(pool, backend);
 }
 
 ReplayPlan::~ReplayPlan() = default;
@@ -81,21 +88,14 @@ size_t ReplayPlan::buffers() const {
   return n_buffers_;
 }
 
-void ReplayPlan::bind(const std::map<std::string, Tensor>& input_buffers, GraphPool& pool, Backend* backend) {
+void ReplayPlan::bind(GraphPool& pool, Backend* backend) {
   const CompiledProgram& cp = *cp_;
   const std::string_view bname = backend ? backend->name() : std::string_view("cpu");
   values_.resize(cp.values.size());
   for (size_t v = 0; v < cp.values.size(); ++v) {
     if (cp.constants[v].defined()) values_[v] = cp.constants[v];
   }
-  for (const auto& [name, id] : cp.inputs) {
-    auto it = input_buffers.find(name);
-    TENSORD_ASSERT(it != input_buffers.end());
-    TENSORD_ASSERT(it->second.meta().dtype == cp.values[static_cast<size_t>(id)].meta.dtype &&
-                   it->second.shape() == cp.values[static_cast<size_t>(id)].meta.shape);
-    values_[static_cast<size_t>(id)] = it->second;
-    inputs_.emplace_back(name, it->second);
-  }
+  for (size_t i = 0; i < cp.inputs.size(); ++i) values_[static_cast<size_t>(cp.inputs[i].second)] = inputs_[i].second;
 
   // Every result of every node gets a buffer; values that are never live at
   // once share one.
@@ -205,19 +205,31 @@ Tensor ReplayPlan::copy_out(const Tensor& t) const {
   return c;
 }
 
-void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
+void ReplayPlan::check_inputs(const std::map<std::string, Tensor>& inputs) const {
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const auto& in : inputs_) known = known || in.first == name;
+    if (!known) throw Error(ErrorCode::kBadRequest, "input '" + name + "' is not a graph input");
+  }
   for (const auto& [name, buf] : inputs_) {
     auto it = inputs.find(name);
     if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const Tensor& t = it->second;
-    if (same_buffer(t, buf)) continue;  // the caller passed the static buffer itself
     if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
       throw Error(ErrorCode::kConflict,
                   "input '" + name + "' is " + t.meta().str() + ", the graph was captured with " + buf.meta().str());
     }
-    if (t.device().type != DeviceType::kCPU) {
+    if (t.device().type != DeviceType::kCPU || buf.device().type != DeviceType::kCPU) {
       throw Error(ErrorCode::kUnsupported, "graph replay copies inputs on the host only (for now)");
     }
+  }
+}
+
+void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
+  check_inputs(inputs);
+  for (const auto& [name, buf] : inputs_) {
+    const Tensor& t = inputs.at(name);
+    if (same_buffer(t, buf)) continue;  // the caller passed the static buffer itself
     if (buf.nbytes()) std::memcpy(buf.data(), t.data(), buf.nbytes());
   }
 }

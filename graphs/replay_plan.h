@@ -68,6 +68,10 @@ class ReplayPlan {
   // Outputs and stored writes are fresh tensors. Caller holds the pool's
   // run mutex.
   ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+  // What run() checks first, for a caller that answers before it queues
+  // the replay: an unknown or missing input is bad_request, another shape or
+  // dtype than captured conflict, a tensor off the host unsupported.
+  void check_inputs(const std::map<std::string, Tensor>& inputs) const;
 
   const CompiledProgram& program() const { return *cp_; }
   const std::shared_ptr<const CompiledProgram>& shared_program() const { return cp_; }
@@ -84,7 +88,7 @@ class ReplayPlan {
 
  private:
   struct Instruction;
-  void bind(const std::map<std::string, Tensor>& input_buffers, GraphPool& pool, Backend* backend);
+  void bind(GraphPool& pool, Backend* backend);
   void load_inputs(const std::map<std::string, Tensor>& inputs);
   bool is_static(const Tensor& t) const;
   bool in_static_range(const void* p, size_t bytes) const;

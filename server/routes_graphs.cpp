@@ -89,7 +89,7 @@ void add_graph_routes(Router& r, AppContext& app) {
         }
       }
     }
-    check_replay_inputs(*g, spec.inputs);  // 409 before anything is queued
+    g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
     const bool st = wants_safetensors(req);
     auto enc = req.query.find("encoding");
     const bool b64 = enc != req.query.end() && enc->second == "b64";

@@ -66,7 +66,7 @@ TEST(GraphStore, ReplayThroughLoadedBuffers) {
   for (float v : {1.f, 2.f, 3.f}) ins.push_back({{"x", f32({4}, {v, v, v, v})}});
   const int64_t allocs = backend.allocations.load();
   for (const auto& in : ins) {
-    check_replay_inputs(*g, in);
+    g->plan->check_inputs(in);
     ExecResult r = g->plan->run(in, o);  // copies x into the static buffer
     const float v = in.at("x").data_ptr<float>()[0];
     EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[2], 3 * v + 1);
@@ -74,13 +74,13 @@ TEST(GraphStore, ReplayThroughLoadedBuffers) {
   }
   EXPECT_EQ(backend.allocations.load(), allocs);
   try {
-    check_replay_inputs(*g, {{"x", f32({3}, {1, 2, 3})}});
+    g->plan->check_inputs({{"x", f32({3}, {1, 2, 3})}});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kConflict);
   }
-  EXPECT_THROW(check_replay_inputs(*g, {}), Error);
-  EXPECT_THROW(check_replay_inputs(*g, {{"x", f32({4}, {1, 2, 3, 4})}, {"y", f32({1}, {1})}}), Error);
+  EXPECT_THROW(g->plan->check_inputs({}), Error);
+  EXPECT_THROW(g->plan->check_inputs({{"x", f32({4}, {1, 2, 3, 4})}, {"y", f32({1}, {1})}}), Error);
 }
 
 }  // namespace

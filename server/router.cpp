@@ -25,13 +25,25 @@ std::string printable(const std::string& s, size_t max = 200) {
 }  // namespace
 
 void Router::add(std::string method, std::string route_template, Handler h, Dispatch d) {
+  Route r;
+  r.handler = std::move(h);
+  r.dispatch = d;
+  insert(std::move(r), std::move(method), route_template);
+}
+
+void Router::add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes) {
+  Route r;
+  r.async = std::move(h);
+  r.dispatch = Dispatch::kAsync;
+  r.inline_body = inline_body_bytes;
+  insert(std::move(r), std::move(method), route_template);
+}
+
+void Router::insert(Route r, std::string method, const std::string& route_template) {
   if (method.empty() || route_template.empty() || route_template[0] != '/') {
     throw std::invalid_argument("route: bad method or template '" + route_template + "'");
   }
-  Route r;
   r.method = std::move(method);
-  r.handler = std::move(h);
-  r.dispatch = d;
   const std::string& t = route_template;
   size_t i = 0;
   while (i < t.size()) {
@@ -116,17 +128,6 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
     }
   }
   return false;
-}
-
-void Router::add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes) {
-  const std::string m = method, t = route_template;
-  add(std::move(method), std::move(route_template), nullptr, Dispatch::kAsync);
-  for (auto& r : routes_) {
-    if (r.method == m && r.raw_template == t) {
-      r.async = std::move(h);
-      r.inline_body = inline_body_bytes;
-    }
-  }
 }
 
 Dispatch Router::dispatch_of(const std::string& method, const std::string& path, std::string* route_template,

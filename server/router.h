@@ -97,6 +97,8 @@ class Router {
     size_t order = 0;
   };
 
+  // Parses the template into r's pieces and adds r in precedence order.
+  void insert(Route r, std::string method, const std::string& route_template);
   static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
                     std::map<std::string, std::string>& params);
 

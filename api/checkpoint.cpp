@@ -37,6 +37,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
 CheckpointInfo write_checkpoint(const std::string& dir, const Tenant& tenant) {
   ::mkdir(dir.c_str(), 0700);
   auto snap = tenant.store.snapshot();
+  for (auto& [n, t] : snap) t = t.to_host();  // device-resident tensors are copied out
   CheckpointInfo ci;
   ci.path = dir + "/" + tenant.name + ".safetensors";
   ci.tensors = static_cast<int64_t>(snap.size());

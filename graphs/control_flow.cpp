@@ -4,6 +4,7 @@
 #include <set>
 
 #include "graphs/executor.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -142,6 +143,18 @@ void require_host(const Tensor& t, const std::string& what, const std::string& n
   }
 }
 
+// The context control flow allocates its slices and stacks with: host
+// memory (charged to the job) beside a device backend, whose kernels the
+// bodies still use (graphs/device_placement.h).
+OpContext host_side(const OpContext& ctx) {
+  OpContext h = ctx;
+  if (ctx.backend && ctx.backend->name() != "cpu") {
+    h.backend = nullptr;
+    h.device = Device{};
+  }
+  return h;
+}
+
 struct Geometry {
   int64_t outer = 1, n = 0, inner_bytes = 0;
 };
@@ -201,6 +214,7 @@ std::vector<Tensor> run_body(const CompiledProgram& cp, const std::vector<Tensor
   std::map<std::string, Tensor> in;
   for (size_t k = 0; k < cp.inputs.size(); ++k) in[cp.inputs[k].first] = args[k];
   ExecOptions o = opts;
+  o.host_outputs = true;  // tested, sliced and stacked here
   if (io.read) o.stored_read = io.read;
   ExecResult r = execute_program(cp, in, o);
   if (io.write) {
@@ -391,7 +405,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
                                   const std::vector<std::shared_ptr<const CompiledProgram>>& levels,
                                   const std::vector<Tensor>& ops, const ExecOptions& opts, const ControlFlowIO& io,
                                   const std::string& w, const std::string& node) {
-  const OpContext& ctx = opts.ctx;
+  const OpContext ctx = host_side(opts.ctx);
   const int64_t n = cf.length;
   std::vector<Tensor> rows;
   for (const auto& x : ops) rows.push_back(to_rows(ctx, x, cf.dim, cf.reverse));
@@ -664,7 +678,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
   const std::string& node = b.id;
   const std::string w = where(cf, node);
   for (const auto& t : ops) require_host(t, w, node);
-  const OpContext& ctx = opts.ctx;
+  const OpContext ctx = host_side(opts.ctx);
   switch (cf.kind) {
     case ControlKind::kCond: {
       std::vector<Tensor> args(ops.begin() + 1, ops.end());

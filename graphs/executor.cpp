@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "graphs/control_flow.h"
+#include "graphs/device_placement.h"
 #include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
@@ -30,6 +31,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   PendingStore pending(opts.stored_read);
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
+  DevicePlacement place(ctx, cp.values.size());
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     const BoundNode& b = cp.nodes[i];
     if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
@@ -38,14 +40,18 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     if (std::chrono::steady_clock::now() > opts.deadline) {
       throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
     }
-    auto kit = b.op->kernels.find(opts.ctx.backend ? opts.ctx.backend->name() : std::string_view("cpu"));
-    if (!b.control && kit == b.op->kernels.end()) {
+    // Control flow reads predicates and slices on the host; its bodies
+    // place their own nodes.
+    bool host = true;
+    const KernelFn* kernel = b.control ? nullptr : place.kernel(*b.op, &host);
+    if (!b.control && !kernel) {
       throw Error(ErrorCode::kUnsupported,
                   "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") + " does not support " +
                       b.op->name,
                   b.id);
     }
-    OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&vals](size_t v) { return vals[v]; });
+    OpArgs<Tensor> args =
+        bind_node_args<Tensor>(b, [&vals, &place, host](size_t v) { return place.place(v, vals[v], host); });
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     try {
@@ -54,7 +60,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
                          [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
         out = run_control_flow(b, args.tensors[0], opts, io);
       } else {
-        out = kit->second(ctx, args);
+        out = (*kernel)(host && place.active() ? place.host_ctx(&pending) : ctx, args);
       }
     } catch (const Error& e) {
       throw e.with_node(b.id);
@@ -80,16 +86,21 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     for (const auto& ids : b.tensor_params) {
       for (int v : ids) {
         const ValueInfo& vi = cp.values[static_cast<size_t>(v)];
+        if (vi.last_use == static_cast<int>(i)) place.forget(static_cast<size_t>(v));
         if (vi.last_use == static_cast<int>(i) && vi.source == ValueInfo::Source::kNode)
           vals[static_cast<size_t>(v)] = Tensor();
       }
     }
     for (int v : b.outputs) {
+      place.forget(static_cast<size_t>(v));
       if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
     }
     if (opts.on_node) opts.on_node(b, secs, t_end);
   }
-  for (const auto& [name, id] : cp.outputs) res.outputs.emplace_back(name, vals[static_cast<size_t>(id)]);
+  for (const auto& [name, id] : cp.outputs) {
+    const Tensor& t = vals[static_cast<size_t>(id)];
+    res.outputs.emplace_back(name, opts.host_outputs ? place.place(SIZE_MAX, t, true) : t);
+  }
   res.stored_writes = pending.take();
   return res;
 }

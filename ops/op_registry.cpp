@@ -42,7 +42,11 @@ Tensor OpContext::empty(DType dtype, Shape shape) const {
       return slot;
     }
   }
-  if (!backend) return Tensor::empty_host(dtype, std::move(shape));
+  if (!backend) {  // host memory (a CPU kernel run beside a device backend)
+    Tensor t = Tensor::empty_host(dtype, std::move(shape));
+    if (account) t.storage()->charge(account);
+    return t;
+  }
   return Tensor::empty(backend, device, dtype, std::move(shape), account);
 }
 
@@ -148,10 +152,22 @@ std::vector<const OpDef*> OpRegistry::all() const {
   return out;
 }
 
+namespace {
+std::vector<void (*)(OpRegistry&)>& kernel_registrations() {
+  static std::vector<void (*)(OpRegistry&)> fns;
+  return fns;
+}
+}  // namespace
+
+KernelRegistration::KernelRegistration(void (*fn)(OpRegistry&)) {
+  kernel_registrations().push_back(fn);
+}
+
 const OpRegistry& OpRegistry::global() {
   static const OpRegistry* reg = [] {
     auto* r = new OpRegistry();
     register_all_ops(*r);
+    for (auto fn : kernel_registrations()) fn(*r);
     return r;
   }();
   return *reg;

@@ -110,8 +110,9 @@ struct OpContext {
   // engine records its loop there (ops/recorded_block.h).
   BlockRecorder* recorder = nullptr;
 
-  // A fresh output tensor on the context's device, charged to the account
-  // (or the next pre-bound slot of out_slots when it matches).
+  // A fresh output tensor on the context's device (host memory when backend
+  // is null), charged to the account (or the next pre-bound slot of
+  // out_slots when it matches).
   Tensor empty(DType dtype, Shape shape) const;
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the
   // pool when there is one, else inline.
@@ -159,5 +160,15 @@ class OpRegistry {
 
 // Registers every op family (one function per family, one place).
 void register_all_ops(OpRegistry& r);
+
+// Kernels a backend library adds to the ops registered above (the CUDA
+// library's, a test's fake-device kernels), as TORCH_LIBRARY_IMPL does: a
+// namespace-scope KernelRegistration runs before main, and its function runs
+// once, when the global registry is built, after every op exists. Adding a
+// kernel for an op that is not registered is a bug (asserted).
+class KernelRegistration {
+ public:
+  explicit KernelRegistration(void (*fn)(OpRegistry&));
+};
 
 }  // namespace tensord

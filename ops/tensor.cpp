@@ -104,8 +104,36 @@ Tensor Tensor::view(Shape shape) const {
 }
 
 Tensor Tensor::clone_host() const {
+  TENSORD_ASSERT(on_host());
   Tensor t = empty_host(meta_.dtype, meta_.shape);
   if (nbytes()) std::memcpy(t.data(), data(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to_host() const {
+  if (on_host()) return *this;
+  Tensor t = empty_host(meta_.dtype, meta_.shape);
+  if (nbytes()) storage_->backend()->copy_to_host(device(), t.data(), data(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to_device(Backend* backend, Device d, std::shared_ptr<MemoryAccount> account) const {
+  if (device() == d && storage_->backend() == backend) return *this;
+  if (!on_host()) return to_host().to_device(backend, d, std::move(account));
+  Tensor t = empty(backend, d, meta_.dtype, meta_.shape, std::move(account));
+  if (nbytes()) backend->copy_to_device(d, t.data(), data(), nbytes());
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (on_host()) return clone_host();
+  Backend* b = storage_->backend();
+  Tensor t = empty(b, device(), meta_.dtype, meta_.shape, nullptr);
+  if (nbytes()) {
+    const Stream s{device(), 0};
+    b->copy_on_device(s, t.data(), data(), nbytes());
+    b->synchronize(s);
+  }
   return t;
 }
 

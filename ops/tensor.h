@@ -103,6 +103,17 @@ class Tensor {
   Tensor view(Shape shape) const;
   // A deep copy into fresh host memory (CPU tensors only).
   Tensor clone_host() const;
+  // True when the bytes are host memory (the CPU device).
+  bool on_host() const { return device().type == DeviceType::kCPU; }
+  // The same values in host memory: this tensor when it is there already,
+  // else a copy through its backend (not charged to anyone).
+  Tensor to_host() const;
+  // The same values on device `d` of `backend`, charged to `account`: this
+  // tensor when it is there already, else a copy (through the host when it
+  // lives on another device).
+  Tensor to_device(Backend* backend, Device d, std::shared_ptr<MemoryAccount> account) const;
+  // A deep copy on the tensor's own device (host or device), uncharged.
+  Tensor clone() const;
   // Marks as a wrapped Python number for type promotion.
   Tensor& set_wrapped_number(bool w) {
     meta_.wrapped_number = w;

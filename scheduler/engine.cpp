@@ -252,7 +252,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       r.plan_peak_bytes = w.program().peak_bytes;
       for (const auto& name : w.returns) {
         for (const auto& [o, t] : er.outputs) {
-          if (o == name) r.outputs.emplace_back(o, t);
+          if (o == name) r.outputs.emplace_back(o, t.to_host());  // a device result is copied out
         }
       }
     }  // the executor's values are released here, before anyone is woken

@@ -34,7 +34,7 @@ Tensor TensorStore::owned(Tensor t) const {
   // someone else, or a view into a larger buffer (a zero-copy request body),
   // is copied so the tenant holds exactly its own bytes.
   bool exclusive = st && !st->borrowed() && (!st->account() || st->account() == account_) && st->nbytes() == t.nbytes();
-  if (!exclusive) t = t.clone_host();
+  if (!exclusive) t = t.clone();
   t.set_wrapped_number(false);
   t.storage()->charge(account_);
   return t;

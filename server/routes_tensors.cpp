@@ -81,7 +81,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
   };
 
   add_offloaded(r, "GET", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
-    Tensor t = fetch(req);
+    Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
     HttpResponse resp;
     if (wants_safetensors(req)) {
       resp.content_type = "application/vnd.safetensors";

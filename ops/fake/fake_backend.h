@@ -42,6 +42,9 @@ class FakeBackend final : public Backend {
 
   int64_t live_streams() const { return live_streams_.load(); }
   int64_t events_recorded() const { return events_.load(); }
+  // Host-to-device and device-to-host copies so far (placement tests).
+  int64_t copies_to_device() const { return to_device_.load(); }
+  int64_t copies_to_host() const { return to_host_.load(); }
 
  private:
   int num_devices_;
@@ -52,6 +55,8 @@ class FakeBackend final : public Backend {
   std::atomic<int64_t> events_{0};
   std::atomic<int64_t> waits_{0};
   std::atomic<int64_t> syncs_{0};
+  std::atomic<int64_t> to_device_{0};
+  std::atomic<int64_t> to_host_{0};
   mutable std::mutex mu_;
   std::set<std::string, std::less<>> supported_;
 };

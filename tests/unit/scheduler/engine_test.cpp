@@ -11,6 +11,7 @@
 #include "graphs/replay_plan.h"
 #include "ops/error.h"
 #include "ops/fake/fake_backend.h"
+#include "tests/unit/graphs/fake_device_kernels.h"
 #include "tests/unit/graphs/program_builder.h"
 
 namespace tensord {
@@ -368,6 +369,46 @@ TEST(EngineStreams, OneStreamPerRunnerOfEachPartition) {
   c.partitions.push_back(second);
   Engine e(std::move(fake), c);
   EXPECT_EQ(f->live_streams(), 5);  // 3 + 2: a stream per runner, made once at start
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+using namespace testing_util;
+
+// A job beside a device backend: what it stores stays on the device, what it
+// returns comes back in host memory, and the next job finds its stored
+// tensors where the device kernels want them (graphs/device_placement.h).
+TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost) {
+  auto fake = std::make_unique<FakeBackend>();
+  FakeBackend* f = fake.get();
+  Engine e(std::move(fake), config_with(2));
+  Tenant t(config_with(2).tenants[0]);
+  JobSpec s = add_job(f32({2}, {1, 2}));  // add (device), neg (host fallback)
+  s.store["y"] = "res/y";
+  {
+    JobResult r = e.run(t, std::move(s));
+    ASSERT_EQ(r.outputs.size(), 1u);
+    ASSERT_TRUE(r.outputs[0].second.on_host());
+    EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], -4.f);
+    EXPECT_EQ(r.backend, "fake");
+  }
+  std::optional<Tensor> y = t.store.get("res/y");
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->device().type, DeviceType::kFake);
+  EXPECT_EQ(y->to_host().data_ptr<float>()[1], 4.f);
+  EXPECT_EQ(t.account->used(), 8) << "only the stored y is left";
+
+  const int64_t uploads = f->copies_to_device();
+  JobSpec s2;
+  s2.program.nodes.push_back(node("m", "mul", {ref("$stored/res/y"), ref("$stored/res/y")}, {"z"}));
+  s2.program.outputs = {"z"};
+  JobResult r2 = e.run(t, std::move(s2));
+  EXPECT_EQ(f->copies_to_device(), uploads) << "the stored y is already on the device";
+  ASSERT_TRUE(r2.outputs[0].second.on_host());
+  EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 16.f);
 }
 
 }  // namespace

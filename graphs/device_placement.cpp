@@ -14,10 +14,18 @@ DevicePlacement::DevicePlacement(const OpContext& ctx, size_t values)
   host_ctx_.out_slots = nullptr;
 }
 
-const KernelFn* DevicePlacement::kernel(const OpDef& op, bool* host) const {
+const KernelFn* DevicePlacement::kernel(const BoundNode& b, const CompiledProgram& cp, bool* host) const {
+  const OpDef& op = *b.op;
   const std::string_view bname = ctx_.backend ? ctx_.backend->name() : std::string_view("cpu");
   auto it = op.kernels.find(bname);
   *host = bname == "cpu";
+  if (it != op.kernels.end() && active_) {
+    auto acc = op.accepts.find(bname);
+    if (acc != op.accepts.end() &&
+        !acc->second(bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; }))) {
+      it = op.kernels.end();
+    }
+  }
   if (it == op.kernels.end() && active_) {
     it = op.kernels.find("cpu");
     *host = true;
@@ -27,6 +35,7 @@ const KernelFn* DevicePlacement::kernel(const OpDef& op, bool* host) const {
 
 Tensor DevicePlacement::place(size_t v, const Tensor& t, bool host) {
   if (!active_ || !t.defined()) return t;
+  if (t.meta().wrapped_number && t.on_host()) return t;
   const bool where_wanted = host ? t.on_host() : (t.device() == ctx_.device);
   if (where_wanted) return t;
   if (v < copies_.size() && copies_[v].defined()) return copies_[v];

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "graphs/compiled_program.h"
 #include "ops/op_registry.h"
 
 namespace tensord {
@@ -27,11 +28,13 @@ class DevicePlacement {
 
   // True when the backend is a device backend (not "cpu", not none).
   bool active() const { return active_; }
-  // The kernel a node of `op` runs (the backend's, else the CPU one, when
-  // *host is set), or null when neither exists.
-  const KernelFn* kernel(const OpDef& op, bool* host) const;
+  // The kernel node `b` of `cp` runs: the backend's when it has one that
+  // accepts the call, else the CPU one (*host set); null when neither exists.
+  const KernelFn* kernel(const BoundNode& b, const CompiledProgram& cp, bool* host) const;
   // Value `v`, currently `t`, where a kernel on the host (or the device)
-  // takes it. v == SIZE_MAX: not a program value, not cached.
+  // takes it. v == SIZE_MAX: not a program value, not cached. A wrapped
+  // Python number stays in host memory either way: device kernels take it
+  // as a launch argument.
   Tensor place(size_t v, const Tensor& t, bool host);
   // Drops the cached copy of value `v` (released by the memory plan).
   void forget(size_t v);

@@ -43,7 +43,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     // Control flow reads predicates and slices on the host; its bodies
     // place their own nodes.
     bool host = true;
-    const KernelFn* kernel = b.control ? nullptr : place.kernel(*b.op, &host);
+    const KernelFn* kernel = b.control ? nullptr : place.kernel(b, cp, &host);
     if (!b.control && !kernel) {
       throw Error(ErrorCode::kUnsupported,
                   "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") + " does not support " +

@@ -157,10 +157,17 @@ std::vector<void (*)(OpRegistry&)>& kernel_registrations() {
   static std::vector<void (*)(OpRegistry&)> fns;
   return fns;
 }
+OpRegistry* g_built = nullptr;  // set once global() has built the registry
 }  // namespace
 
 KernelRegistration::KernelRegistration(void (*fn)(OpRegistry&)) {
-  kernel_registrations().push_back(fn);
+  // Static initialisation is single-threaded: a registry some earlier
+  // initialiser already built takes the kernels at once.
+  if (g_built) {
+    fn(*g_built);
+  } else {
+    kernel_registrations().push_back(fn);
+  }
 }
 
 const OpRegistry& OpRegistry::global() {
@@ -168,6 +175,7 @@ const OpRegistry& OpRegistry::global() {
     auto* r = new OpRegistry();
     register_all_ops(*r);
     for (auto fn : kernel_registrations()) fn(*r);
+    g_built = r;
     return r;
   }();
   return *reg;

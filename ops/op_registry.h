@@ -136,6 +136,10 @@ class OpDef {
   bool records_blocks = false;
   InferFn infer;
   std::map<std::string, KernelFn, std::less<>> kernels;  // backend name -> kernel
+  // Per backend, the calls its kernel takes, judged on the operands' metas
+  // and the attrs (a device kernel for float32 only, say); a node it refuses
+  // runs on the CPU kernel (graphs/device_placement.h). Absent: every call.
+  std::map<std::string, std::function<bool(const OpArgs<TensorMeta>&)>, std::less<>> accepts;
 
   int param_index(std::string_view pname) const;  // -1 if absent
   std::string signature() const;  // "add(Tensor input, Scalar|Tensor other, *, Scalar alpha=1) -> Tensor"

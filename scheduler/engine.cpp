@@ -228,6 +228,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       } else {
         er = execute_program(w.program(), w.spec.inputs, eo);
       }
+      // A device's kernels run asynchronously on the job's stream: done
+      // before their results are committed, returned or read by other jobs.
+      if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
 
       // Commit: stored outputs and in-place writes, all or nothing.
       std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);

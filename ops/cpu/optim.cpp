@@ -303,14 +303,25 @@ Hyper check_all(const OpArgs<T>& a, Kind kind, std::vector<std::string>* names) 
   return h;
 }
 
-double scalar_value(const Tensor& t) {
+// A one-element float32/float64 tensor's value (copied out of a device).
+double scalar_value(const Tensor& dev_or_host) {
+  const Tensor t = dev_or_host.to_host();
   return t.dtype() == DType::kFloat64 ? *t.data_ptr<double>() : static_cast<double>(*t.data_ptr<float>());
 }
 
 // ---------------------------------------------------------------- the kernel
 
-std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind kind) {
+const OptimPasses kCpuPasses{fused_adam_cpu, fused_sgd_cpu, fused_adagrad_cpu};
+
+// The step of every optimizer but Muon, on the context's device: `passes`
+// run the fused pass there (host loops, or one CUDA launch), and every
+// parameter and state buffer it is given lives on that device.
+std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind kind, const OptimPasses& passes) {
   const std::string& op = a.op->name;
+  const bool device = ctx.backend && ctx.device.type != DeviceType::kCPU;
+  // Stored tensors a device kernel is given may still be in host memory
+  // (uploaded, never updated on the device): moved, as placement would.
+  auto here = [&](const Tensor& t) { return device ? t.to_device(ctx.backend, ctx.device, ctx.account) : t; };
   std::vector<std::string> names;
   Hyper h = check_all(a, kind, &names);
   if (!ctx.stored) invalid(op, "needs a job's stored tensors (it updates them in place)");
@@ -329,7 +340,7 @@ std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind
 
   const Slots slots = slots_of(h);
   const size_t n = names.size();
-  std::vector<Tensor> params(n), new_params(n), new_steps(n);
+  std::vector<Tensor> params(n), grads(n), new_params(n), new_steps(n);
   std::vector<std::vector<Tensor>> old_state(n), new_state(n);
   std::vector<OptimTensorIO> io(n);
   std::vector<int64_t> rows(n), cols(n);
@@ -338,11 +349,11 @@ std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind
   for (size_t i = 0; i < n; ++i) {
     const Tensor& arg = a.list(0)[i];
     std::optional<Tensor> cur = ctx.stored->read(names[i]);  // sees this job's earlier writes
-    params[i] = cur ? *cur : arg;
+    params[i] = here(cur ? *cur : arg);
     if (params[i].dtype() != arg.dtype() || params[i].shape() != arg.shape()) {
       invalid(op, "parameter '" + names[i] + "' changed to " + params[i].meta().str() + " earlier in this program");
     }
-    const Tensor& g = a.list(1)[i];
+    const Tensor& g = grads[i] = here(a.list(1)[i]);  // kept alive for the pass
     OptimTensorIO& t = io[i];
     t.dtype = params[i].dtype();
     t.numel = params[i].numel();
@@ -361,8 +372,8 @@ std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind
         invalid(op, "state '" + sname + "' is " + s->meta().str() + " but parameter '" + names[i] + "' is " +
                         params[i].meta().str() + " (state of another optimizer or parameter under this prefix?)");
       }
-      old_state[i][k] = *s;
-      t.state_in[k] = s->data();
+      old_state[i][k] = here(*s);
+      t.state_in[k] = old_state[i][k].data();
     }
     if (kind == Kind::kAdagrad) t.state_init[0] = h.adagrad.initial_accumulator_value;
     if (slots.has_step) {
@@ -388,8 +399,9 @@ std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind
       io[i].state_out[k] = new_state[i][k].data();
     }
     if (slots.has_step) {
-      new_steps[i] = ctx.empty(DType::kFloat32, {});
-      *new_steps[i].data_ptr<float>() = static_cast<float>(io[i].step);
+      Tensor step = device ? Tensor::empty_host(DType::kFloat32, {}) : ctx.empty(DType::kFloat32, {});
+      *step.data_ptr<float>() = static_cast<float>(io[i].step);
+      new_steps[i] = here(step);
     }
   }
 
@@ -397,13 +409,13 @@ std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind
   switch (kind) {
     case Kind::kAdam:
     case Kind::kAdamW:
-      fused_adam_cpu(ctx, h.adam, io);
+      passes.adam(ctx, h.adam, io);
       break;
     case Kind::kSgd:
-      fused_sgd_cpu(ctx, h.sgd, io);
+      passes.sgd(ctx, h.sgd, io);
       break;
     case Kind::kAdagrad:
-      fused_adagrad_cpu(ctx, h.adagrad, io);
+      passes.adagrad(ctx, h.adagrad, io);
       break;
     case Kind::kMuon:
       fused_muon_cpu(ctx, h.muon, io, rows, cols);
@@ -448,11 +460,23 @@ void add_optimizer(OpRegistry& r, const char* name, Kind kind, std::string doc, 
     check_all(a, kind, nullptr);
     return std::vector<TensorMeta>{};
   };
-  op.kernels["cpu"] = [kind](const OpContext& ctx, const OpArgs<Tensor>& a) { return run_step(ctx, a, kind); };
+  op.kernels["cpu"] = [kind](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    return run_step(ctx, a, kind, kCpuPasses);
+  };
   r.add(std::move(op));
 }
 
 }  // namespace
+
+KernelFn make_optim_kernel(std::string_view op, const OptimPasses& passes) {
+  const Kind kind = op == "optim.sgd"       ? Kind::kSgd
+                    : op == "optim.adam"    ? Kind::kAdam
+                    : op == "optim.adamw"   ? Kind::kAdamW
+                    : op == "optim.adagrad" ? Kind::kAdagrad
+                                            : Kind::kMuon;
+  TENSORD_ASSERT(kind != Kind::kMuon);  // Muon's passes are not pluggable
+  return [kind, passes](const OpContext& ctx, const OpArgs<Tensor>& a) { return run_step(ctx, a, kind, passes); };
+}
 
 void register_optim_ops(OpRegistry& r) {
   const auto F = ParamKind::kFloat;

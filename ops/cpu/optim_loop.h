@@ -6,14 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "ops/dtype.h"
 #include "ops/kernels/optim.h"
+#include "ops/op_registry.h"
 
 namespace tensord {
-
-struct OpContext;
 
 // One tensor's streams. float32/float64/bfloat16/float16; param, grad and
 // state share the dtype (math in float, or double for float64).
@@ -47,6 +47,21 @@ void fused_adagrad_cpu(const OpContext& ctx, const kernels::AdagradHyper& h, con
 // Newton-Schulz runs on one core.
 void fused_muon_cpu(const OpContext& ctx, const kernels::MuonHyper& h, const std::vector<OptimTensorIO>& ts,
                     const std::vector<int64_t>& rows, const std::vector<int64_t>& cols);
+
+// A backend's fused passes (these CPU loops, or ops/cuda/optim_fused.cu's
+// single launches) over OptimTensorIO pointers on the context's device.
+struct OptimPasses {
+  void (*adam)(const OpContext&, const kernels::AdamHyper&, const std::vector<OptimTensorIO>&);
+  void (*sgd)(const OpContext&, const kernels::SgdHyper&, const std::vector<OptimTensorIO>&);
+  void (*adagrad)(const OpContext&, const kernels::AdagradHyper&, const std::vector<OptimTensorIO>&);
+};
+
+// The kernel of optimizer `op` ("optim.sgd", "optim.adam", "optim.adamw",
+// "optim.adagrad"; ops/cpu/optim.cpp) with its fused pass from `passes`:
+// validation, state reads, new buffers and the job's writes are the CPU
+// kernel's, on the context's device (stored tensors still in host memory are
+// moved there first).
+KernelFn make_optim_kernel(std::string_view op, const OptimPasses& passes);
 
 // Whether the AVX2 build of the loops is in use (benchmarks report it).
 bool optim_loop_uses_avx2();

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/green_context.h"
 #include "ops/op_registry.h"
 
@@ -122,12 +123,19 @@ class CudaBackend final : public Backend {
 
   int64_t allocated_bytes(Device) const override { return allocated_.load(); }
 
+  // Partition streams are non-blocking: they do not wait for the legacy
+  // stream cudaMemcpy uses, nor it for them. So an upload is complete before
+  // this returns (a kernel on any stream may read it next), and a download
+  // first waits for the device's queued work (a kernel on any stream may
+  // have written the source).
   void copy_to_device(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    TENSORD_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
   void copy_to_host(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
+    TENSORD_CUDA_CHECK(cudaDeviceSynchronize());
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
   void copy_on_device(Stream s, void* dst, const void* src, size_t bytes) override {
@@ -234,11 +242,6 @@ class CudaBackend final : public Backend {
     return def && def->kernels.count("cuda");
   }
 
- private:
-  struct StreamEntry {
-    cudaStream_t stream;
-    Device device;
-  };
   cudaStream_t raw(Stream s) const {
     if (s.id == 0) return nullptr;  // legacy default stream
     std::lock_guard<std::mutex> lk(mu_);
@@ -246,6 +249,12 @@ class CudaBackend final : public Backend {
     if (it == streams_.end()) throw Error(ErrorCode::kInternal, "cuda: unknown stream");
     return it->second.stream;
   }
+
+ private:
+  struct StreamEntry {
+    cudaStream_t stream;
+    Device device;
+  };
 
   static void CUDART_CB host_trampoline(void* p) {
     std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(p));
@@ -266,7 +275,21 @@ class CudaBackend final : public Backend {
   std::unordered_map<int64_t, cudaEvent_t> events_;
 };
 
+void register_cuda_kernels(OpRegistry& r) {
+  cuda::register_elementwise_kernels(r);
+  cuda::register_linalg_kernels(r);
+  cuda::register_optim_kernels(r);
+}
+const KernelRegistration kCudaKernels(register_cuda_kernels);
+
 }  // namespace
+
+namespace cuda {
+cudaStream_t raw_stream(const OpContext& ctx) {
+  TENSORD_ASSERT(ctx.backend && ctx.backend->name() == "cuda");
+  return static_cast<const CudaBackend*>(ctx.backend)->raw(ctx.stream);
+}
+}  // namespace cuda
 
 int cuda_device_count() {
   int n = 0;

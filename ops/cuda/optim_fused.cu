@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/optim_fused.cuh"
+#include "ops/error.h"
 #include "ops/kernels/float_conv.h"
 
 namespace tensord::cuda {
@@ -239,6 +241,28 @@ void fused_adagrad_cuda(const kernels::AdagradHyper& h, const std::vector<OptimT
 
 int64_t optim_kernel_launches() {
   return g_launches.load();
+}
+
+namespace {
+void adam_pass(const OpContext& ctx, const kernels::AdamHyper& h, const std::vector<OptimTensorIO>& ts) {
+  fused_adam_cuda(h, ts, raw_stream(ctx));
+}
+void sgd_pass(const OpContext& ctx, const kernels::SgdHyper& h, const std::vector<OptimTensorIO>& ts) {
+  fused_sgd_cuda(h, ts, raw_stream(ctx));
+}
+void adagrad_pass(const OpContext& ctx, const kernels::AdagradHyper& h, const std::vector<OptimTensorIO>& ts) {
+  fused_adagrad_cuda(h, ts, raw_stream(ctx));
+}
+}  // namespace
+
+// Muon stays on the CPU kernel (its Newton-Schulz is not on the device yet).
+void register_optim_kernels(OpRegistry& r) {
+  static const OptimPasses passes{adam_pass, sgd_pass, adagrad_pass};
+  for (const char* name : {"optim.sgd", "optim.adam", "optim.adamw", "optim.adagrad"}) {
+    OpDef* d = r.find_mutable(name);
+    TENSORD_ASSERT(d != nullptr);
+    d->kernels["cuda"] = make_optim_kernel(name, passes);
+  }
 }
 
 }  // namespace tensord::cuda

@@ -4,9 +4,9 @@
 //
 // Pointers in OptimTensorIO are device pointers here; the per-tensor and
 // per-chunk tables travel in one small device buffer (stream-ordered
-// allocation). Not wired into the engine yet: stored tensors are host
-// resident until device-resident tensors land; tests/unit/cuda/optim_test.cpp
-// drives it directly and compares with the CPU loop.
+// allocation). register_optim_kernels (cuda_ops.h) makes these the "cuda"
+// kernels of optim.sgd/adam/adamw/adagrad; tests/unit/cuda/optim_test.cpp
+// also drives them directly and compares with the CPU loop.
 #pragma once
 
 #include <cuda_runtime.h>

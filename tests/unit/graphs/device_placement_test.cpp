@@ -65,6 +65,27 @@ TEST(DevicePlacement, ValuesMoveOnlyWhereTheirKernelsRunAndOncePerDirection) {
   EXPECT_EQ(f.backend.allocated_bytes(Device{DeviceType::kFake, 0}), 0);
 }
 
+TEST(DevicePlacement, CallsADeviceKernelRefusesRunOnTheCpuAndNumbersStayOnTheHost) {
+  FakeFixture f;
+  Program p;
+  p.nodes.push_back(node("i", "add", {ref("n"), lit(Attr(int64_t{1}))}, {"n1"}));  // int64: refused, host
+  p.nodes.push_back(node("a", "mul", {ref("x"), lit(Attr(3.0))}, {"y"}));          // float32: device
+  p.outputs = {"n1", "y"};
+  Tensor x = f32({2}, {1, 2});
+  Tensor n = Tensor::empty_host(DType::kInt64, {2});
+  n.data_ptr<int64_t>()[0] = 5;
+  n.data_ptr<int64_t>()[1] = 7;
+  CompiledProgram cp = compile_program(p, {{"x", x.meta()}, {"n", n.meta()}}, nullptr);
+  const int calls = g_fake_calls.load();
+  ExecResult r = execute_program(cp, {{"x", x}, {"n", n}}, f.opts());
+  EXPECT_EQ(g_fake_calls.load() - calls, 1) << "only the float32 mul";
+  EXPECT_EQ(f.backend.copies_to_device(), 1) << "x; the number 3.0 is a launch argument";
+  ASSERT_TRUE(r.outputs[0].second.on_host());
+  EXPECT_EQ(r.outputs[0].second.data_ptr<int64_t>()[1], 8);
+  EXPECT_EQ(r.outputs[1].second.device().type, DeviceType::kFake);
+  EXPECT_EQ(host_floats(r.outputs[1].second), std::vector<float>({3, 6}));
+}
+
 TEST(DevicePlacement, HostOutputsAreCopiedOut) {
   FakeFixture f;
   Program p;

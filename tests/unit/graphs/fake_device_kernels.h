@@ -1,6 +1,7 @@
 // Kernels for placement tests on the fake backend, registered in any test
 // binary that includes this header (once per binary): "fake" kernels for add
-// and mul that refuse any operand not on the fake device, and CPU kernels for
+// and mul, for float32 inputs only, that refuse any operand not on the fake
+// device (a wrapped number stays on the host), and CPU kernels for
 // exp and optim.sgd that refuse any operand (or stored tensor read) not in
 // host memory. Every other op falls back to its CPU kernel.
 #pragma once
@@ -33,11 +34,16 @@ inline void add_fake_kernels(OpRegistry& r) {
     d->kernels["fake"] = [cpu](const OpContext& ctx, const OpArgs<Tensor>& a) {
       require(ctx.backend && ctx.device.type == DeviceType::kFake, "fake kernel without the fake device");
       for (const auto& list : a.tensors) {
-        for (const auto& t : list) require(t.device().type == DeviceType::kFake, "fake kernel got a host operand");
+        for (const auto& t : list) {
+          const bool number = t.meta().wrapped_number && t.on_host();  // a launch argument
+          require(number || t.device().type == DeviceType::kFake, "fake kernel got a host operand");
+        }
       }
       ++g_fake_calls;
       return cpu(ctx, a);
     };
+    // Like a device kernel written for float32 only: other calls fall back.
+    d->accepts["fake"] = [](const OpArgs<TensorMeta>& a) { return a.tensor(0).dtype == DType::kFloat32; };
   }
   OpDef* e = r.find_mutable("exp");
   KernelFn cpu = e->kernels.at("cpu");

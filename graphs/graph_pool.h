@@ -41,6 +41,7 @@ class GraphPool {
   int64_t reserved() const;
   size_t chunks() const;
   std::mutex& run_mutex() { return run_mu_; }
+  const std::shared_ptr<MemoryAccount>& account() const { return account_; }
   SerialGate& gate() { return gate_; }
 
  private:

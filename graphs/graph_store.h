@@ -35,8 +35,10 @@ struct CapturedGraph {
   int64_t buffer_bytes = 0;
 
   // Static input buffers plus the pool's chunks (shared with the graphs of
-  // the same pool).
-  int64_t bytes() const { return buffer_bytes + pool->reserved(); }
+  // the same pool), plus a device graph's own buffers.
+  int64_t bytes() const {
+    return buffer_bytes + pool->reserved() + (plan && plan->device_graph() ? plan->device_graph()->bytes() : 0);
+  }
   int64_t nodes() const { return static_cast<int64_t>(program->nodes.size()); }
 };
 

@@ -66,7 +66,11 @@ ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map
                    it->second.shape() == cp_->values[static_cast<size_t>(id)].meta.shape);
     inputs_.emplace_back(name, it->second);
   }
-  if (flat_) bind(pool, backend);
+  if (flat_) {
+    bind(pool, backend);
+  } else if (backend && DeviceGraph::capturable(*cp_, backend->name())) {
+    device_graph_ = std::make_unique<DeviceGraph>(cp_, backend, device, pool.account());
+  }
 }
 
 ReplayPlan::~ReplayPlan() = default;
@@ -235,7 +239,21 @@ void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
 }
 
 ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
-  if (!flat_) return execute_program(*cp_, inputs, opts);
+  if (!flat_) {
+    if (device_graph_ && !device_graph_failed_) {
+      try {
+        return device_graph_->run(inputs, opts);
+      } catch (const Error& e) {
+        // A capture the device refused (a kernel that allocated, a backend
+        // without capture): the executor's path from now on.
+        if (device_graph_->captured() || (e.code() != ErrorCode::kInternal && e.code() != ErrorCode::kUnsupported)) {
+          throw;
+        }
+        device_graph_failed_ = true;
+      }
+    }
+    return execute_program(*cp_, inputs, opts);
+  }
   load_inputs(inputs);
   const CompiledProgram& cp = *cp_;
   PendingStore pending(opts.stored_read, [this](Tensor t) { return is_static(t) ? copy_out(t) : t; });

@@ -28,8 +28,10 @@
 // program's outputs are copied out of the static buffers, which the next
 // replay of any graph sharing the pool overwrites.
 //
-// On a device other than the CPU the plan runs execute_program (the static
-// buffers are host-copied; CUDA graphs are a separate path).
+// On a device other than the CPU, a program the device can capture whole
+// replays as a device graph (graphs/device_graph.h: CUDA graphs with IF and
+// WHILE nodes); any other runs execute_program, its nodes placed as for
+// /v1/run (graphs/device_placement.h).
 //
 // Thread-safety: run() only under the pool's run mutex (one replay at a time
 // per pool); everything else is immutable after construction.
@@ -44,6 +46,7 @@
 #include <vector>
 
 #include "graphs/compiled_program.h"
+#include "graphs/device_graph.h"
 #include "graphs/executor.h"
 #include "graphs/graph_pool.h"
 
@@ -82,6 +85,9 @@ class ReplayPlan {
   size_t recorded_instructions() const;
   // Pool buffers the plan binds (one chunk each).
   size_t buffers() const;
+  // The device graph a device replays (null on the CPU, or when the program
+  // is not capturable there).
+  const DeviceGraph* device_graph() const { return device_graph_.get(); }
   // Results that did not land in their buffer and were copied there, over
   // every run so far (0 for a plan whose kernels all write in place).
   int64_t slot_copies() const { return slot_copies_.load(std::memory_order_relaxed); }
@@ -104,6 +110,8 @@ class ReplayPlan {
   std::vector<std::pair<const char*, const char*>> static_ranges_;  // sorted: bytes of every static value
   size_t n_buffers_ = 0;
   std::atomic<int64_t> slot_copies_{0};
+  std::unique_ptr<DeviceGraph> device_graph_;
+  bool device_graph_failed_ = false;  // its capture failed: execute_program from then on
 };
 
 }  // namespace tensord

@@ -30,5 +30,8 @@ std::shared_ptr<StreamGraph> Backend::end_capture(Stream) {
 void Backend::launch_graph(Stream, const StreamGraph&) {
   unsupported(*this, "graph launch");
 }
+std::unique_ptr<CapturedConditional> Backend::begin_conditional(Stream, ConditionalKind, const void*, void*) {
+  unsupported(*this, "conditional graph nodes");
+}
 
 }  // namespace tensord

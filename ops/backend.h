@@ -34,6 +34,26 @@ struct PartitionRequest {
   int workqueue_limit = 2;  // most jobs running at once
 };
 
+// A conditional node being captured (backend.h begin_conditional): IF has
+// two bodies (then, else), WHILE one, each captured on the stream
+// begin_body returns until end_body.
+class CapturedConditional {
+ public:
+  virtual ~CapturedConditional() = default;
+  virtual Stream begin_body(int i) = 0;
+  // WHILE, at the end of the open body: run the body again while *pred
+  // (a device bool) is true, at most max_iters body runs in all; past that
+  // the loop stops and sets the overflow flag of its loop state.
+  virtual void set_loop_condition(const void* pred, int64_t max_iters) = 0;
+  virtual void end_body() = 0;
+};
+
+enum class ConditionalKind { kIf, kWhile };
+
+// Bytes of a WHILE node's loop state in device memory: an int64 count of
+// body runs and an int64 overflow flag (non-zero: stopped at max_iters).
+inline constexpr size_t kLoopStateBytes = 16;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -84,6 +104,12 @@ class Backend {
   virtual void begin_capture(Stream s);
   virtual std::shared_ptr<StreamGraph> end_capture(Stream s);
   virtual void launch_graph(Stream s, const StreamGraph& g);
+  // A conditional node (torch.cond / while_loop in a captured graph) at the
+  // current point of the capture on `s`, taken by the device bool *pred;
+  // WHILE: `loop_state` (kLoopStateBytes of device memory) is zeroed first
+  // and counts the body runs. Optional: the default throws unsupported.
+  virtual std::unique_ptr<CapturedConditional> begin_conditional(Stream s, ConditionalKind kind, const void* pred,
+                                                                 void* loop_state);
 
   // Whether an op has a kernel on this backend (the scheduler asks first).
   virtual bool supports_op(std::string_view op) const = 0;

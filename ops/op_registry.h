@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,6 +141,10 @@ class OpDef {
   // and the attrs (a device kernel for float32 only, say); a node it refuses
   // runs on the CPU kernel (graphs/device_placement.h). Absent: every call.
   std::map<std::string, std::function<bool(const OpArgs<TensorMeta>&)>, std::less<>> accepts;
+  // Backends whose kernel may be stream-captured into a device graph
+  // (graphs/device_graph.h): it only launches work on ctx.stream, allocates
+  // only through ctx.empty, and never waits for the device.
+  std::set<std::string, std::less<>> capture_safe;
 
   int param_index(std::string_view pname) const;  // -1 if absent
   std::string signature() const;  // "add(Tensor input, Scalar|Tensor other, *, Scalar alpha=1) -> Tensor"

@@ -9,6 +9,17 @@ namespace {
 __global__ void set_condition_kernel(cudaGraphConditionalHandle handle, const bool* pred) {
   cudaGraphSetConditional(handle, *pred ? 1u : 0u);
 }
+
+__global__ void loop_condition_kernel(cudaGraphConditionalHandle handle, const bool* pred, int64_t* state,
+                                      int64_t max_iters) {
+  bool again = *pred;
+  const int64_t runs = ++state[0];
+  if (again && runs >= max_iters) {
+    state[1] = 1;
+    again = false;
+  }
+  cudaGraphSetConditional(handle, again ? 1u : 0u);
+}
 }  // namespace
 
 void launch_set_condition(cudaStream_t stream, cudaGraphConditionalHandle handle, const bool* pred) {
@@ -67,6 +78,14 @@ void ConditionalNode::set_condition_from(const bool* pred) {
     throw Error(ErrorCode::kInternal, "conditional node: set_condition_from is for an open WHILE body");
   }
   launch_set_condition(body_stream_, handle_, pred);
+}
+
+void ConditionalNode::set_loop_condition(const bool* pred, int64_t* state, int64_t max_iters) {
+  if (kind_ != Kind::kWhile || capturing_body_ < 0) {
+    throw Error(ErrorCode::kInternal, "conditional node: set_loop_condition is for an open WHILE body");
+  }
+  loop_condition_kernel<<<1, 1, 0, body_stream_>>>(handle_, pred, state, max_iters);
+  TENSORD_CUDA_CHECK(cudaGetLastError());
 }
 
 void ConditionalNode::end_body() {

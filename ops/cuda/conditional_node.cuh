@@ -14,6 +14,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace tensord::cuda {
 
 // Sets `handle` to (*pred != 0), on `stream` (captured as a kernel node).
@@ -34,6 +36,10 @@ class ConditionalNode {
   cudaStream_t begin_body(int i);
   // WHILE: re-evaluates the loop condition at the end of the body.
   void set_condition_from(const bool* pred);
+  // WHILE, the same with a bound: state[0] counts body runs; once it
+  // reaches max_iters with *pred still true the loop stops and state[1] is
+  // set to 1 (the caller reports it). state is zeroed before the node.
+  void set_loop_condition(const bool* pred, int64_t* state, int64_t max_iters);
   void end_body();
   cudaGraphNode_t node() const { return node_; }
 

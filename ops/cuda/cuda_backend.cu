@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ops/cuda/conditional_node.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/green_context.h"
@@ -65,7 +66,9 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int count) : count_(count) {}
   ~CudaBackend() override {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [id, s] : streams_) cudaStreamDestroy(s.stream);
+    for (auto& [id, s] : streams_) {
+      if (s.owned) cudaStreamDestroy(s.stream);
+    }
     for (auto& [id, e] : events_) cudaEventDestroy(e);
   }
 
@@ -156,7 +159,7 @@ class CudaBackend final : public Backend {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = streams_.find(s.id);
     if (it == streams_.end()) return;
-    cudaStreamDestroy(it->second.stream);
+    if (it->second.owned) cudaStreamDestroy(it->second.stream);
     streams_.erase(it);
   }
   Event record_event(Stream s) override {
@@ -237,6 +240,16 @@ class CudaBackend final : public Backend {
     TENSORD_CUDA_CHECK(cudaGraphLaunch(cg->exec(), raw(s)));
   }
 
+  std::unique_ptr<CapturedConditional> begin_conditional(Stream s, ConditionalKind kind, const void* pred,
+                                                         void* loop_state) override {
+    const cudaStream_t cs = raw(s);
+    if (kind == ConditionalKind::kWhile) TENSORD_CUDA_CHECK(cudaMemsetAsync(loop_state, 0, kLoopStateBytes, cs));
+    auto node = std::make_unique<cuda::ConditionalNode>(
+        cs, kind == ConditionalKind::kIf ? cuda::ConditionalNode::Kind::kIf : cuda::ConditionalNode::Kind::kWhile,
+        static_cast<const bool*>(pred));
+    return std::make_unique<Conditional>(*this, s.device, std::move(node), static_cast<int64_t*>(loop_state));
+  }
+
   bool supports_op(std::string_view op) const override {
     const OpDef* def = OpRegistry::global().find(op);
     return def && def->kernels.count("cuda");
@@ -254,6 +267,43 @@ class CudaBackend final : public Backend {
   struct StreamEntry {
     cudaStream_t stream;
     Device device;
+    bool owned = true;  // false: a conditional body's stream, which its node owns
+  };
+
+  // A conditional node whose body streams are known to the backend (as
+  // Stream ids) while they capture, so kernels can launch on them.
+  class Conditional final : public CapturedConditional {
+   public:
+    Conditional(CudaBackend& b, Device d, std::unique_ptr<cuda::ConditionalNode> n, int64_t* state)
+        : b_(b), d_(d), node_(std::move(n)), state_(state) {}
+    ~Conditional() override { forget(); }
+    Stream begin_body(int i) override {
+      cudaStream_t s = node_->begin_body(i);
+      std::lock_guard<std::mutex> lk(b_.mu_);
+      id_ = b_.next_id_++;
+      b_.streams_[id_] = StreamEntry{s, d_, false};
+      return Stream{d_, id_};
+    }
+    void set_loop_condition(const void* pred, int64_t max_iters) override {
+      node_->set_loop_condition(static_cast<const bool*>(pred), state_, max_iters);
+    }
+    void end_body() override {
+      node_->end_body();
+      forget();
+    }
+
+   private:
+    void forget() {
+      if (!id_) return;
+      std::lock_guard<std::mutex> lk(b_.mu_);
+      b_.streams_.erase(id_);
+      id_ = 0;
+    }
+    CudaBackend& b_;
+    Device d_;
+    std::unique_ptr<cuda::ConditionalNode> node_;
+    int64_t* state_;
+    int64_t id_ = 0;
   };
 
   static void CUDART_CB host_trampoline(void* p) {

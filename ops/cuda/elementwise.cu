@@ -139,6 +139,7 @@ void add_binary(OpRegistry& r, const char* name, bool with_alpha = false) {
     if (a.tensor(0).dim() > kMaxDims || y.dim() > kMaxDims) return false;
     return std::string_view(name) != "div" || a.attr(2).is_none();  // true division only
   };
+  d->capture_safe.insert("cuda");
   d->kernels["cuda"] = [name, with_alpha](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const Tensor& x = a.tensor(0);
     const Tensor& y = a.tensor(1);
@@ -162,6 +163,7 @@ void add_unary(OpRegistry& r, const char* name) {
   d->accepts["cuda"] = [](const OpArgs<TensorMeta>& a) {
     return is_float32(a.tensor(0)) && a.tensor(0).dim() <= kMaxDims;
   };
+  d->capture_safe.insert("cuda");
   d->kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const Tensor& x = a.tensor(0);
     Tensor out = ctx.empty(DType::kFloat32, x.shape());

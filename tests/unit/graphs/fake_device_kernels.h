@@ -1,7 +1,8 @@
 // Kernels for placement tests on the fake backend, registered in any test
-// binary that includes this header (once per binary): "fake" kernels for add
-// and mul, for float32 inputs only, that refuse any operand not on the fake
-// device (a wrapped number stays on the host), and CPU kernels for
+// binary that includes this header (once per binary): "fake" kernels for add,
+// mul and lt, for float32 inputs only and capture-safe, that refuse any
+// operand not on the fake device (a wrapped number stays on the host), and
+// CPU kernels for
 // exp and optim.sgd that refuse any operand (or stored tensor read) not in
 // host memory. Every other op falls back to its CPU kernel.
 #pragma once
@@ -25,7 +26,7 @@ inline void require(bool ok, const char* what) {
 }
 
 inline void add_fake_kernels(OpRegistry& r) {
-  for (const char* name : {"add", "mul"}) {
+  for (const char* name : {"add", "mul", "lt"}) {
     OpDef* d = r.find_mutable(name);
     TENSORD_ASSERT(d != nullptr);
     KernelFn cpu = d->kernels.at("cpu");
@@ -44,6 +45,7 @@ inline void add_fake_kernels(OpRegistry& r) {
     };
     // Like a device kernel written for float32 only: other calls fall back.
     d->accepts["fake"] = [](const OpArgs<TensorMeta>& a) { return a.tensor(0).dtype == DType::kFloat32; };
+    d->capture_safe.insert("fake");
   }
   OpDef* e = r.find_mutable("exp");
   KernelFn cpu = e->kernels.at("cpu");
@@ -70,8 +72,6 @@ inline void add_fake_kernels(OpRegistry& r) {
 
 }  // namespace fake_device_detail
 
-namespace {
-const KernelRegistration kFakeDeviceKernels(fake_device_detail::add_fake_kernels);
-}  // namespace
+inline const KernelRegistration kFakeDeviceKernels(fake_device_detail::add_fake_kernels);
 
 }  // namespace tensord::testing_util

@@ -137,9 +137,8 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   if (backend_name == "auto") {
-    // CUDA when a device answers and the CUDA backend runs the core op set;
-    // until its kernels are wired to the engine (device-resident tensors),
-    // that is never, and auto serves on the CPU backend.
+    // CUDA when a device answers and the CUDA backend runs the core op set
+    // (ops it lacks run on their CPU kernels beside it).
     backend = make_backend("cuda", 1);
     if (backend && !(backend->supports_op("add") && backend->supports_op("matmul"))) backend.reset();
     if (!backend) backend = make_backend("cpu", 1);

@@ -159,15 +159,16 @@ std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_p
   // calls `fail` (a job cancelled or expired while queued).
   std::shared_ptr<Job> job = w->job;
   engine_trace::job_queued(*job);  // before a runner can start it
+  // Metrics and trace are recorded as the job ends, before its caller is
+  // answered (a client reading /metrics right after its reply sees them).
+  job->set_on_final([this](const Job& j) { record_end(j); });
   uint64_t sid = 0;
   try {
     sid = scheduler_->submit(
         tenant.name, priority, deadline, [this, w](const PartitionContext& pc) { execute(w, pc); },
-        [this, job](const Error& e) {
-          job->fail(e);
-          record_end(*job);
-        });
+        [job](const Error& e) { job->fail(e); });
   } catch (...) {
+    job->set_on_final(nullptr);  // never queued: not a job that ran or ended
     engine_trace::job_rejected(*job);
     throw;
   }
@@ -266,22 +267,25 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     w.shared_cp.reset();
     w.plan.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-    job.succeed(std::move(r));
+    metrics_->ops_ran(ops);
+    job.succeed(std::move(r));  // records the job's end (record_end), then wakes its caller
   } catch (const Error& e) {
     w.spec.inputs.clear();
     w.cp = CompiledProgram{};
     w.shared_cp.reset();
     w.plan.reset();
     metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
+    metrics_->ops_ran(ops);
     job.fail(e);
   } catch (const std::bad_alloc&) {
+    metrics_->ops_ran(ops);
     job.fail(Error(ErrorCode::kQuotaExceeded, "out of memory"));
   } catch (const std::exception& e) {
+    metrics_->ops_ran(ops);
     job.fail(Error(ErrorCode::kInternal, e.what()));
   }
-  // Only job-owned values from here on: the tenant may be gone once woken.
-  metrics_->ops_ran(ops);
-  record_end(job);
+  // Nothing of the tenant's from here on: it may be gone once the job's
+  // caller is woken.
 }
 
 void Engine::record_end(const Job& job) {

@@ -43,13 +43,24 @@ void Job::succeed(JobResult r) {
 }
 
 void Job::ended() {
-  cv_.notify_all();
+  std::function<void(const Job&)> fin;
   std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    fin.swap(on_final_);
+  }
+  if (fin) fin(*this);
+  cv_.notify_all();
   {
     std::lock_guard<std::mutex> lk(mu_);
     f.swap(on_end_);
   }
   if (f) f();
+}
+
+void Job::set_on_final(std::function<void(const Job&)> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  on_final_ = std::move(f);
 }
 
 void Job::on_end(std::function<void()> f) {

@@ -57,6 +57,11 @@ class Job {
   // thread, when it already has. One callback per job (an async request's
   // reply); a second replaces the first if it has not run.
   void on_end(std::function<void()> f);
+  // Calls `f` once at the job's end, on the thread that ends it, before
+  // waiters wake and before on_end: the engine records the job's metrics
+  // and trace there, so whoever the end answers sees them. Set by the
+  // engine before the job can end (null clears it).
+  void set_on_final(std::function<void(const Job&)> f);
   // Set by the engine at submit: removes the job from the scheduler's queue
   // and fails it; returns false when the job is no longer queued.
   void set_canceller(std::function<bool()> c);
@@ -88,7 +93,8 @@ class Job {
   std::shared_ptr<const JobResult> result_;
   std::function<bool()> canceller_;
   std::function<void()> on_end_;
-  void ended();  // after a transition to a final state: wakes waiters, runs on_end_
+  std::function<void(const Job&)> on_final_;
+  void ended();  // after a transition to a final state: runs on_final_, wakes waiters, runs on_end_
 };
 
 }  // namespace tensord

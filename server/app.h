@@ -50,9 +50,8 @@ inline void add_offloaded(Router& r, std::string method, std::string tmpl, Handl
 // Answers an asynchronous /v1/run or replay from its job's end (call it in
 // the job's done callback): the outputs as JSON (base64 when `b64`) or a
 // safetensors body, or the job's error. Large outputs are encoded on the
-// handler pool, small ones on the connection's io thread. Returns whether
-// the job succeeded.
-bool answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64);
+// handler pool, small ones on the connection's io thread.
+void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64);
 
 // Helpers shared by the route files.
 HttpResponse json_response(int status, std::string body);

@@ -95,7 +95,10 @@ void add_graph_routes(Router& r, AppContext& app) {
     const bool b64 = enc != req.query.end() && enc->second == "b64";
     std::shared_ptr<Job> job =
         app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, reply, st, b64](Job& j) {
-          if (answer_job(j, reply, st, b64)) g->replays.fetch_add(1);
+          // Counted before the answer goes out: a client that reads the
+          // graph right after its reply sees this replay.
+          if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
+          answer_job(j, reply, st, b64);
         });
     std::weak_ptr<Job> weak = job;
     reply->on_client_gone([weak] {

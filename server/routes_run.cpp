@@ -52,7 +52,7 @@ std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& t
 }
 }  // namespace
 
-bool answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64) {
+void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64) {
   std::shared_ptr<const JobResult> res;
   std::optional<Error> err;
   try {
@@ -76,7 +76,6 @@ bool answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safeten
     }
     return resp;
   });
-  return res != nullptr;
 }
 
 void add_run_routes(Router& r, AppContext& app) {

@@ -9,6 +9,7 @@
 
 #include "graphs/graph_pool.h"
 #include "graphs/replay_plan.h"
+#include "metrics/metrics.h"
 #include "ops/error.h"
 #include "ops/fake/fake_backend.h"
 #include "tests/unit/graphs/fake_device_kernels.h"
@@ -349,6 +350,46 @@ TEST(JobOnEnd, RunsOnceWhetherRegisteredBeforeOrAfterTheEnd) {
   EXPECT_EQ(calls, 1);
   a.on_end([&] { calls += 10; });  // registered after the end: runs at once
   EXPECT_EQ(calls, 11);
+}
+
+TEST(JobOnFinal, RunsOnceBeforeTheEndIsAnswered) {
+  Job a("job-1", "t", "p");
+  std::vector<std::string> order;
+  a.set_on_final([&](const Job& j) { order.push_back("final:" + std::string(job_state_name(j.state()))); });
+  a.on_end([&] { order.push_back("end"); });
+  a.fail(Error(ErrorCode::kCancelled, "while queued"));
+  a.fail(Error(ErrorCode::kInternal, "late"));
+  EXPECT_EQ(order, (std::vector<std::string>{"final:cancelled", "end"}));
+}
+
+// The engine records a job's metrics before its end is answered: a client
+// that scrapes right after its reply counts its job.
+double jobs_succeeded(const std::string& text) {
+  const std::string key = "tensord_jobs_total{partition=\"default\",state=\"succeeded\",tenant=\"t\"} ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
+}
+
+TEST(EngineMetricsOrder, AJobIsCountedBeforeItsCallerIsAnswered) {
+  auto e = std::make_unique<Engine>(make_backend("cpu", 1), config_with(2));
+  Tenant t(config_with(2).tenants[0]);
+  for (int i = 0; i < 20; ++i) {
+    const double before = jobs_succeeded(render_metrics());
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    double seen = -1;
+    e->run_async(t, add_job(f32({2}, {1, 2})), [&](Job&) {
+      const double n = jobs_succeeded(render_metrics());
+      std::lock_guard<std::mutex> lk(mu);
+      seen = n;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return done; });
+    EXPECT_EQ(seen, before + 1) << "run " << i;
+  }
 }
 
 }  // namespace

@@ -83,6 +83,47 @@ def chain_program(n, size=16):
     return {"inputs": {"x": {"dtype": "float32", "shape": [size]}}, "nodes": nodes, "outputs": ["v%d" % (n - 1)]}
 
 
+def loop_program():
+    """while i < n: i += 1; x = x * 1.0001 + 0.5 (x: float32[64])."""
+    carries = {"i": {"dtype": "int64", "shape": []}, "x": {"dtype": "float32", "shape": [N]},
+               "n": {"dtype": "int64", "shape": []}}
+
+    def sub(nodes, outputs):
+        return {"inputs": carries, "nodes": nodes, "outputs": outputs}
+
+    node = {"id": "l", "op": "while_loop", "args": ["i", "x", "n"], "outputs": ["i2", "x2", "n2"],
+            "cond": sub([{"id": "c", "op": "lt", "args": ["i", "n"], "outputs": ["b"]}], ["b"]),
+            "body": sub([{"id": "a", "op": "add", "args": ["i", 1], "outputs": ["j"]},
+                         {"id": "m", "op": "mul", "args": ["x", 1.0001], "outputs": ["y"]},
+                         {"id": "s", "op": "add", "args": ["y", 0.5], "outputs": ["z"]}], ["j", "z", "n"])}
+    return {"inputs": carries, "nodes": [node], "outputs": ["x2"]}
+
+
+def loop_inputs(trips):
+    return {"i": {"dtype": "int64", "shape": [], "data": 0}, "x": tensor(N, 7),
+            "n": {"dtype": "int64", "shape": [], "data": trips}}
+
+
+def torch_loop_us(trips, reps=7):
+    """The same loop in eager PyTorch on the CPU (one thread, as a notebook's
+    small-tensor loop runs), per trip; None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    ts = []
+    for _ in range(reps):
+        x = torch.ones(N)
+        t0 = time.perf_counter()
+        i = 0
+        while i < trips:
+            i += 1
+            x = x * 1.0001 + 0.5
+        ts.append((time.perf_counter() - t0) / trips * 1e6)
+    return statistics.median(ts)
+
+
 def server_ms(r):
     m = re.search(r"total;dur=([0-9.]+)", r.getheader("Server-Timing") or "")
     return float(m.group(1)) if m else float("nan")
@@ -181,6 +222,21 @@ def main():
                 else:
                     pts[n] = timed(c, [("/v1/run", {"program": p, "inputs": {"x": xin}})], args.requests // 3)[0]
             slopes[route] = {k: (pts[400][k] - pts[100][k]) / 300 * 1e3 for k in ("server", "run", "rtt")}
+
+        # A captured loop: per-trip cost from the run_ms slope between 1000
+        # and 5000 trips, /v1/run and replay, against eager torch.
+        lp = loop_program()
+        lg = capture(s, url, lp)
+        trips = {}
+        for route, path in (("/v1/run", "/v1/run"), ("graph replay", "/v1/graphs/%s/replay" % lg)):
+            pts = {}
+            for t in (1000, 5000):
+                body = {"inputs": loop_inputs(t)}
+                if route == "/v1/run":
+                    body["program"] = lp
+                pts[t] = timed(c, [(path, body)], 15, blocks=3, warm=2)[0]["run"]
+            trips[route] = (pts[5000] - pts[1000]) / 4000 * 1e3
+        trips["torch eager (CPU, 1 thread)"] = torch_loop_us(5000)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -211,6 +267,17 @@ def main():
     print()
     print("per-node replay overhead (run_ms slope, upper bound): %.3f us (target < 2 us: %s)"
           % (ov, "met" if ov < 2 else "NOT met"))
+    print()
+    print("captured while_loop (body: i + 1, x * 1.0001 + 0.5 on float32[%d]), us per trip (job run_ms slope "
+          "between 1000 and 5000 trips; torch: a Python loop of the same ops):" % N)
+    print()
+    print("| path | us per trip | vs torch eager |")
+    print("|---|---:|---:|")
+    t_torch = trips.get("torch eager (CPU, 1 thread)")
+    for name, us in trips.items():
+        if us is None:
+            continue
+        print("| %s | %.3f | %s |" % (name, us, "%.1fx" % (t_torch / us) if t_torch else "-"))
     mb = microbench(args.build)
     if mb:
         print()

@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     engine_trace::job_queued(job);
     job.start();
     engine_trace::job_started(job);
-    for (const auto& b : cp.nodes) engine_trace::op_ran(cp, b, 1e-6);
+    for (const auto& b : cp.nodes) engine_trace::op_ran(cp, cp, b, 1e-6);
     job.succeed(JobResult{});
     engine_trace::job_ended(job);
   };
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     engine_trace::job_started(job);
     constexpr int kSpans = 200;
     op_span_ns = median_ns_per_iter(reps, std::max(1, iters / kSpans), [&](int) {
-      for (int k = 0; k < kSpans; ++k) engine_trace::op_ran(cp, cp.nodes[static_cast<size_t>(k) % cp.nodes.size()], 1e-6);
+      for (int k = 0; k < kSpans; ++k) engine_trace::op_ran(cp, cp, cp.nodes[static_cast<size_t>(k) % cp.nodes.size()], 1e-6);
     }) / kSpans;
     job.succeed(JobResult{});
     engine_trace::job_ended(job);

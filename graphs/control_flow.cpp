@@ -435,6 +435,15 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
 
 }  // namespace
 
+void check_control_running(const ExecOptions& opts, const ControlFlow& cf, int64_t iter, const std::string& node) {
+  check_running(opts, where(cf, node), iter, node);
+}
+
+void throw_past_max_iters(const ControlFlow& cf, const std::string& node) {
+  throw Error(ErrorCode::kDeadlineExceeded,
+              where(cf, node) + ": still running after max_iters=" + std::to_string(cf.max_iters) + " iterations", node);
+}
+
 void set_associative_scan_parallel(bool on) {
   g_scan_parallel.store(on, std::memory_order_relaxed);
 }
@@ -692,10 +701,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
         check_running(opts, w, it, node);
         std::vector<Tensor> c = run_body(cond, carries, opts, io);
         if (!read_bool(c.at(0))) break;
-        if (it >= cf.max_iters) {
-          throw Error(ErrorCode::kDeadlineExceeded,
-                      w + ": still running after max_iters=" + std::to_string(cf.max_iters) + " iterations", node);
-        }
+        if (it >= cf.max_iters) throw_past_max_iters(cf, node);
         carries = run_body(body, carries, opts, io);
       }
       return carries;

@@ -93,6 +93,11 @@ struct ControlFlowIO {
   std::function<void(const std::string&, Tensor)> write;
 };
 
+// A loop's checks at iteration `iter`: cancelled / deadline_exceeded.
+void check_control_running(const ExecOptions& opts, const ControlFlow& cf, int64_t iter, const std::string& node);
+// A while_loop whose condition still holds after max_iters trips.
+[[noreturn]] void throw_past_max_iters(const ControlFlow& cf, const std::string& node);
+
 // Runs a control-flow node. Checks cancellation and the deadline at each
 // iteration; a while_loop past max_iters throws deadline_exceeded.
 std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tensor>& operands, const ExecOptions& opts,

@@ -95,7 +95,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       place.forget(static_cast<size_t>(v));
       if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
     }
-    if (opts.on_node) opts.on_node(b, secs, t_end);
+    if (opts.on_node) opts.on_node(cp, b, secs, t_end);
   }
   for (const auto& [name, id] : cp.outputs) {
     const Tensor& t = vals[static_cast<size_t>(id)];

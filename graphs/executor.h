@@ -24,7 +24,11 @@ struct ExecOptions {
   std::function<std::optional<Tensor>(const std::string&)> stored_read;
   // Called after each node with its id, op, and seconds spent (metrics, traces).
   // After each node: its run time and the clock reading at its end.
-  std::function<void(const BoundNode&, double seconds, std::chrono::steady_clock::time_point end)> on_node;
+  // `cp`: the program the node belongs to (the job's, or a control-flow
+  // subprogram's).
+  std::function<void(const CompiledProgram& cp, const BoundNode&, double seconds,
+                     std::chrono::steady_clock::time_point end)>
+      on_node;
   // Copy the program's outputs to host memory (a control-flow body, whose
   // caller slices and tests them on the host); else they stay where their
   // kernels put them (graphs/device_placement.h).

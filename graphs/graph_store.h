@@ -35,9 +35,12 @@ struct CapturedGraph {
   int64_t buffer_bytes = 0;
 
   // Static input buffers plus the pool's chunks (shared with the graphs of
-  // the same pool), plus a device graph's own buffers.
+  // the same pool), plus what the plan holds of its own: its control-flow
+  // nodes' subprogram plans, or a device graph's buffers.
   int64_t bytes() const {
-    return buffer_bytes + pool->reserved() + (plan && plan->device_graph() ? plan->device_graph()->bytes() : 0);
+    if (!plan) return buffer_bytes + pool->reserved();
+    return buffer_bytes + pool->reserved() + plan->extra_bytes() +
+           (plan->device_graph() ? plan->device_graph()->bytes() : 0);
   }
   int64_t nodes() const { return static_cast<int64_t>(program->nodes.size()); }
 };

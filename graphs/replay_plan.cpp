@@ -9,6 +9,7 @@
 
 #include "graphs/buffer_plan.h"
 #include "graphs/control_flow.h"
+#include "graphs/control_plan.h"
 #include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
@@ -29,6 +30,7 @@ struct ReplayPlan::Instruction {
   bool try_record = false;
   bool fast = false;
   RecordedBlock block;
+  std::unique_ptr<ControlPlan> control;  // a cond/while_loop run as plans (null: run_control_flow)
 };
 
 namespace {
@@ -90,6 +92,16 @@ size_t ReplayPlan::recorded_instructions() const {
 
 size_t ReplayPlan::buffers() const {
   return n_buffers_;
+}
+
+int64_t ReplayPlan::extra_bytes() const {
+  int64_t n = 0;
+  for (const Instruction& i : code_) n += i.control ? i.control->bytes() : 0;
+  return n;
+}
+
+size_t ReplayPlan::control_plans() const {
+  return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.control != nullptr; }));
 }
 
 void ReplayPlan::bind(GraphPool& pool, Backend* backend) {
@@ -161,6 +173,9 @@ void ReplayPlan::bind(GraphPool& pool, Backend* backend) {
 
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     code_[i].args = bind_node_args<Tensor>(cp.nodes[i], [this](size_t v) { return values_[v]; });
+    if (ControlPlan::eligible(cp.nodes[i])) {
+      code_[i].control = std::make_unique<ControlPlan>(cp.nodes[i], code_[i].args.tensors[0], backend, pool.account());
+    }
   }
   for (const Tensor& t : values_) {
     if (!t.defined() || t.device().type != DeviceType::kCPU || t.nbytes() == 0) continue;
@@ -255,8 +270,31 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
     return execute_program(*cp_, inputs, opts);
   }
   load_inputs(inputs);
-  const CompiledProgram& cp = *cp_;
   PendingStore pending(opts.stored_read, [this](Tensor t) { return is_static(t) ? copy_out(t) : t; });
+  run_code(opts, pending);
+  const CompiledProgram& cp = *cp_;
+  ExecResult res;
+  res.outputs.reserve(cp.outputs.size());
+  for (const auto& [name, id] : cp.outputs) {
+    const Tensor& t = values_[static_cast<size_t>(id)];
+    // Constants and stored snapshots are never overwritten; the rest is.
+    res.outputs.emplace_back(name, is_static(t) ? copy_out(t) : t);
+  }
+  res.stored_writes = pending.take();
+  return res;
+}
+
+std::vector<Tensor> ReplayPlan::run_views(const ExecOptions& opts) {
+  TENSORD_ASSERT(flat_);
+  PendingStore pending(opts.stored_read);
+  run_code(opts, pending);
+  std::vector<Tensor> out;
+  out.reserve(cp_->outputs.size());
+  for (const auto& [name, id] : cp_->outputs) out.push_back(values_[static_cast<size_t>(id)]);
+  return out;
+}
+
+void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
   ctx.out_slots = nullptr;
@@ -274,14 +312,16 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
     if (ins.fast) {
       ins.block.run(ctx);
       const auto t1 = std::chrono::steady_clock::now();
-      if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count(), t1);
+      if (opts.on_node) opts.on_node(*cp_, b, std::chrono::duration<double>(t1 - t0).count(), t1);
       t0 = t1;
       continue;
     }
     std::vector<Tensor> out;
     BlockRecorder rec;
     try {
-      if (b.control) {
+      if (ins.control) {
+        out = ins.control->run(opts);
+      } else if (b.control) {
         ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
                          [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
         out = run_control_flow(b, ins.args.tensors[0], opts, io);
@@ -332,20 +372,10 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
     }
     if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
     const auto t1 = std::chrono::steady_clock::now();
-    if (opts.on_node) opts.on_node(b, std::chrono::duration<double>(t1 - t0).count(), t1);
+    if (opts.on_node) opts.on_node(*cp_, b, std::chrono::duration<double>(t1 - t0).count(), t1);
     t0 = t1;
   }
   if (copies) slot_copies_.fetch_add(copies, std::memory_order_relaxed);
-
-  ExecResult res;
-  res.outputs.reserve(cp.outputs.size());
-  for (const auto& [name, id] : cp.outputs) {
-    const Tensor& t = values_[static_cast<size_t>(id)];
-    // Constants and stored snapshots are never overwritten; the rest is.
-    res.outputs.emplace_back(name, is_static(t) ? copy_out(t) : t);
-  }
-  res.stored_writes = pending.take();
-  return res;
 }
 
 }  // namespace tensord

@@ -26,7 +26,10 @@
 // and bodies allocate as execute_program's do, and their results are copied
 // into their buffers. Writes to stored tensors (copy_, optimizers) and the
 // program's outputs are copied out of the static buffers, which the next
-// replay of any graph sharing the pool overwrites.
+// replay of any graph sharing the pool overwrites. A cond or while_loop
+// whose subprograms write no stored tensor runs them as plans of their own
+// (graphs/control_plan.h), so a captured loop's body replays its recorded
+// loops too.
 //
 // On a device other than the CPU, a program the device can capture whole
 // replays as a device graph (graphs/device_graph.h: CUDA graphs with IF and
@@ -53,6 +56,7 @@
 namespace tensord {
 
 struct BlockRecorder;
+class PendingStore;
 
 class ReplayPlan {
  public:
@@ -71,6 +75,11 @@ class ReplayPlan {
   // Outputs and stored writes are fresh tensors. Caller holds the pool's
   // run mutex.
   ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+  // Runs over the current contents of the input buffers and returns the
+  // outputs as views of the static buffers (valid until the next run of
+  // any plan in the pool), for a subprogram plan (graphs/control_plan.h),
+  // which writes no stored tensor. CPU plans only.
+  std::vector<Tensor> run_views(const ExecOptions& opts);
   // What run() checks first, for a caller that answers before it queues
   // the replay: an unknown or missing input is bad_request, another shape or
   // dtype than captured conflict, a tensor off the host unsupported.
@@ -85,6 +94,10 @@ class ReplayPlan {
   size_t recorded_instructions() const;
   // Pool buffers the plan binds (one chunk each).
   size_t buffers() const;
+  // Bytes its control-flow nodes' own plans hold (carries, pools).
+  int64_t extra_bytes() const;
+  // Control-flow nodes that run their subprograms as plans of their own.
+  size_t control_plans() const;
   // The device graph a device replays (null on the CPU, or when the program
   // is not capturable there).
   const DeviceGraph* device_graph() const { return device_graph_.get(); }
@@ -96,6 +109,7 @@ class ReplayPlan {
   struct Instruction;
   void bind(GraphPool& pool, Backend* backend);
   void load_inputs(const std::map<std::string, Tensor>& inputs);
+  void run_code(const ExecOptions& opts, PendingStore& pending);
   bool is_static(const Tensor& t) const;
   bool in_static_range(const void* p, size_t bytes) const;
   bool keep_recording(const BlockRecorder& rec, const Tensor& out, const Tensor& slot) const;

@@ -211,7 +211,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
       }
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [&](const BoundNode& b, double s, std::chrono::steady_clock::time_point end) {
+      eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s, std::chrono::steady_clock::time_point end) {
         if (op_metrics) {
           ops.add(b.op->name, s);
           if (++uncommitted == kOpsPerCommit) {
@@ -219,7 +219,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             uncommitted = 0;
           }
         }
-        engine_trace::op_ran(w.program(), b, s, end);
+        engine_trace::op_ran(w.program(), cp, b, s, end);
       };
       ExecResult er;
       if (w.plan) {

@@ -213,7 +213,9 @@ struct Running {
   JobRef ref;
   std::string graph;  // the replayed graph's id, or ""
   const CompiledProgram* cp = nullptr;
-  std::shared_ptr<const TraceTable> table;  // cp's
+  std::shared_ptr<const TraceTable> table;  // cp's: the job's program (the first op's)
+  // Tables of the control-flow subprograms whose nodes ran, built once per job.
+  std::vector<std::pair<const CompiledProgram*, std::shared_ptr<const TraceTable>>> bodies;
   // The job's latest op spans, written to the ring together (one claim of
   // slots for up to 32 records): flushed when full, before any other record
   // of the job, and when the job ends.
@@ -288,11 +290,13 @@ void job_started(const Job& job, const std::string& graph_id, int stream) {
     r.graph = graph_id;
     r.cp = nullptr;
     r.table.reset();
+    r.bodies.clear();
   }
   publish(job, "running");
 }
 
-void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds, std::chrono::steady_clock::time_point end_at) {
+void op_ran(const CompiledProgram& program, const CompiledProgram& cp, const BoundNode& b, double seconds,
+            std::chrono::steady_clock::time_point end_at) {
   Running& r = tls_running;
   if (r.job == nullptr) return;
   TraceBuffer& tb = TraceBuffer::global();
@@ -307,13 +311,28 @@ void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds, std::
   JobRef ref = r.ref;
   const TraceData* d = nullptr;
   if (at >= first && at < first + cp.nodes.size() * sizeof(BoundNode)) {
-    if (r.cp != &cp || !r.table) {
-      r.table = table_for(tb, cp, r.graph);
-      r.cp = &cp;
+    // The job's program keeps r.table (the run span names it); a
+    // subprogram's table is built once per job and kept beside it.
+    const TraceTable* t = nullptr;
+    if (&cp == &program) {
+      if (r.cp != &cp || !r.table) {
+        r.table = table_for(tb, cp, r.graph);
+        r.cp = &cp;
+      }
+      t = r.table.get();
+    } else {
+      for (const auto& [p, bt] : r.bodies) {
+        if (p == &cp) t = bt.get();
+      }
+      if (!t) {
+        auto nt = table_for(tb, cp, r.graph);
+        t = nt.get();
+        r.bodies.emplace_back(&cp, std::move(nt));
+      }
     }
     e.index = static_cast<uint32_t>((at - first) / sizeof(BoundNode));
-    e.data = r.table->serial;
-    d = r.table.get();
+    e.data = t->serial;
+    d = t;
   } else {
     // A node of a control-flow body (not in `cp`): a table of its own, rendered now.
     one_off = make_table(cp, &b, r.graph);
@@ -369,9 +388,11 @@ void job_ended(const Job& job) {
                           event(TraceKind::kFlowEnd, r.start_ns, 0, r.lane)},
                job, j, r.table.get());
       if (r.table) r.table->touch(last);
+      for (const auto& [p, bt] : r.bodies) bt->touch(last);
       r.job = nullptr;
       r.cp = nullptr;
       r.table.reset();
+      r.bodies.clear();
     } else {
       // Never ran (cancelled, expired, shut down): its queue span ends with it.
       const int64_t end = std::max(created, TraceBuffer::ns_of(job.ended_at()));

@@ -28,9 +28,11 @@ void job_rejected(const Job& job);
 // ("runner <partition> stream <k>"), so the trace has a lane per partition
 // and stream.
 void job_started(const Job& job, const std::string& graph_id = {}, int stream = 0);
-// On the runner thread, after node `b` ran for `seconds`, ending at `end`
-// (the executor's clock reading; now when not given).
-void op_ran(const CompiledProgram& cp, const BoundNode& b, double seconds,
+// On the runner thread, after node `b` of `cp` ran for `seconds`, ending at
+// `end` (the executor's clock reading; now when not given). `cp` is the
+// job's `program` or one of its control-flow subprograms, whose table is
+// built once per job.
+void op_ran(const CompiledProgram& program, const CompiledProgram& cp, const BoundNode& b, double seconds,
             std::chrono::steady_clock::time_point end = {});
 // Once the job ended (any thread): queue and run spans, the final event.
 void job_ended(const Job& job);

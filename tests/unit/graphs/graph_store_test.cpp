@@ -54,6 +54,29 @@ TEST(GraphStore, CaptureChargesBuffersAndPoolEraseReleasesThem) {
   EXPECT_EQ(acct->used(), 0);
 }
 
+// A while_loop's own plans (carries, pools) are the graph's bytes too.
+TEST(GraphStore, ControlFlowPlansCountInTheGraphAndGoWithIt) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  const TensorMeta x{DType::kFloat32, {256}};
+  Node w = node("l", "while_loop", {ref("x")}, {"y"});
+  w.subprograms["cond"] = sub({{"v", x}}, {node("s", "sum", {ref("v")}, {"t"}), node("c", "lt", {ref("t"), lit(Attr(1e6))}, {"b"})},
+                              {"b"});
+  w.subprograms["body"] = sub({{"v", x}}, {node("m", "mul", {ref("v"), lit(Attr(2.0))}, {"r"})}, {"r"});
+  Program p;
+  p.nodes.push_back(w);
+  p.outputs = {"y"};
+  auto g = store.capture("t", acct, &backend, Device{}, compile_program(p, {{"x", x}}, nullptr));
+  EXPECT_EQ(g->plan->control_plans(), 1u);
+  EXPECT_GE(g->plan->extra_bytes(), 2 * 256 * 4) << "carries and their staging";
+  EXPECT_EQ(g->bytes(), acct->used());
+  const std::string id = g->id;
+  g.reset();
+  EXPECT_TRUE(store.erase("t", id));
+  EXPECT_EQ(acct->used(), 0);
+}
+
 TEST(GraphStore, ReplayThroughLoadedBuffers) {
   CountingBackend backend;
   auto acct = std::make_shared<MemoryAccount>("t");

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "graphs/executor.h"
@@ -226,9 +228,9 @@ TEST(ReplayPlan, AnotherShapeOrDtypeIsConflict) {
   }
 }
 
-// cond on the sign of sum(x) inside a while_loop-free program, and a
-// while_loop doubling x n times: the general path inside the plan.
-TEST(ReplayPlan, ControlFlowTakesTheGeneralPathAndMatches) {
+// cond on the sign of sum(x), and a while_loop doubling x n times: each
+// runs its subprograms as plans of their own (graphs/control_plan.h).
+TEST(ReplayPlan, ControlFlowRunsItsSubprogramsAsPlansAndMatches) {
   PlanFixture f;
   Program p;
   p.nodes.push_back(node("s", "sum", {ref("x")}, {"t"}));
@@ -252,6 +254,8 @@ TEST(ReplayPlan, ControlFlowTakesTheGeneralPathAndMatches) {
   Captured cap =
       f.capture(p, {{"x", meta(DType::kFloat32, {3})}, {"i", meta(DType::kInt64, {})}, {"n", meta(DType::kInt64, {})}});
   EXPECT_EQ(cap.plan->general_instructions(), 2u);
+  EXPECT_EQ(cap.plan->control_plans(), 2u);
+  EXPECT_GT(cap.plan->extra_bytes(), 0);
   auto i64 = [](int64_t v) {
     Tensor t = Tensor::empty_host(DType::kInt64, {});
     *t.data_ptr<int64_t>() = v;
@@ -267,6 +271,132 @@ TEST(ReplayPlan, ControlFlowTakesTheGeneralPathAndMatches) {
   EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 17.f);  // 2 * 2^3 + 1
   r = cap.plan->run({{"x", f32({3}, {-1, -1, -1})}, {"i", i64(0)}, {"n", i64(1)}}, f.opts());
   EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 1.f);  // -(-1) * 2 - 1
+}
+
+Tensor i64(int64_t v) {
+  Tensor t = Tensor::empty_host(DType::kInt64, {});
+  *t.data_ptr<int64_t>() = v;
+  return t;
+}
+
+// while i < n: (a, b) = (b, a + b), and a cond in the body halves b when it
+// passes 100: swapped carries, a nested control plan, many trips.
+Program fibonacci_program() {
+  std::vector<ProgramInput> in = {{"i", meta(DType::kInt64, {})},
+                                  {"a", meta(DType::kFloat32, {2})},
+                                  {"b", meta(DType::kFloat32, {2})},
+                                  {"n", meta(DType::kInt64, {})}};
+  Node w = node("l", "while_loop", {ref("i"), ref("a"), ref("b"), ref("n")}, {"i2", "a2", "b2", "n2"});
+  w.subprograms["cond"] = sub(in, {node("c", "lt", {ref("i"), ref("n")}, {"go"})}, {"go"});
+  Node half = node("h", "cond", {ref("big"), ref("s")}, {"s2"});
+  half.subprograms["then"] =
+      sub({{"v", meta(DType::kFloat32, {2})}}, {node("d", "mul", {ref("v"), lit(Attr(0.5))}, {"r"})}, {"r"});
+  half.subprograms["else"] = sub({{"v", meta(DType::kFloat32, {2})}}, {}, {"v"});
+  w.subprograms["body"] = sub(in,
+                              {node("inc", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"}),
+                               node("s", "add", {ref("a"), ref("b")}, {"s"}), node("m", "amax", {ref("s")}, {"mx"}),
+                               node("g", "gt", {ref("mx"), lit(Attr(100.0))}, {"big"}), half},
+                              {"j", "b", "s2", "n"});
+  Program p;
+  p.nodes.push_back(w);
+  p.outputs = {"i2", "a2", "b2"};
+  return p;
+}
+
+TEST(ReplayPlan, LoopsWithSwappedCarriesAndNestedCondMatchTheExecutor) {
+  PlanFixture f;
+  const std::map<std::string, TensorMeta> in = {{"i", meta(DType::kInt64, {})},
+                                                {"a", meta(DType::kFloat32, {2})},
+                                                {"b", meta(DType::kFloat32, {2})},
+                                                {"n", meta(DType::kInt64, {})}};
+  Captured cap = f.capture(fibonacci_program(), in);
+  EXPECT_EQ(cap.plan->control_plans(), 1u);
+  for (int64_t n : {0, 1, 2, 7, 30, 200}) {
+    f.expect_same(cap, {{"i", i64(0)}, {"a", f32({2}, {0, 1})}, {"b", f32({2}, {1, -2})}, {"n", i64(n)}});
+  }
+  ExecResult r = cap.plan->run({{"i", i64(0)}, {"a", f32({2}, {0, 0})}, {"b", f32({2}, {1, 1})}, {"n", i64(5)}},
+                               f.opts());
+  EXPECT_FLOAT_EQ(r.outputs[1].second.data_ptr<float>()[0], 5.f);  // fib: 0 1 1 2 3 5 8
+  EXPECT_FLOAT_EQ(r.outputs[2].second.data_ptr<float>()[0], 8.f);
+
+  // A pure swap: (i, x, y) -> (i + 1, y, x), both results other carries.
+  std::vector<ProgramInput> sw = {{"i", meta(DType::kInt64, {})},
+                                  {"x", meta(DType::kFloat32, {2})},
+                                  {"y", meta(DType::kFloat32, {2})},
+                                  {"n", meta(DType::kInt64, {})}};
+  Node w = node("l", "while_loop", {ref("i"), ref("x"), ref("y"), ref("n")}, {"i2", "x2", "y2", "n2"});
+  w.subprograms["cond"] = sub(sw, {node("c", "lt", {ref("i"), ref("n")}, {"go"})}, {"go"});
+  w.subprograms["body"] = sub(sw, {node("inc", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"})}, {"j", "y", "x", "n"});
+  Program swap;
+  swap.nodes.push_back(w);
+  swap.outputs = {"x2", "y2"};
+  Captured s = f.capture(swap, {{"i", meta(DType::kInt64, {})},
+                                {"x", meta(DType::kFloat32, {2})},
+                                {"y", meta(DType::kFloat32, {2})},
+                                {"n", meta(DType::kInt64, {})}});
+  for (int64_t n : {0, 1, 2, 3}) {
+    r = s.plan->run({{"i", i64(0)}, {"x", f32({2}, {1, 2})}, {"y", f32({2}, {3, 4})}, {"n", i64(n)}}, f.opts());
+    EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], n % 2 ? 4.f : 2.f) << n;
+    EXPECT_FLOAT_EQ(r.outputs[1].second.data_ptr<float>()[1], n % 2 ? 2.f : 4.f) << n;
+  }
+}
+
+TEST(ReplayPlan, ControlPlansStopAtMaxItersAndOnCancellation) {
+  PlanFixture f;
+  Program p = fibonacci_program();
+  p.nodes[0].kwargs.emplace_back("max_iters", lit(Attr(int64_t{10})));
+  Captured cap = f.capture(p, {{"i", meta(DType::kInt64, {})},
+                               {"a", meta(DType::kFloat32, {2})},
+                               {"b", meta(DType::kFloat32, {2})},
+                               {"n", meta(DType::kInt64, {})}});
+  const std::map<std::string, Tensor> in = {
+      {"i", i64(0)}, {"a", f32({2}, {0, 0})}, {"b", f32({2}, {1, 1})}, {"n", i64(1000)}};
+  try {
+    cap.plan->run(in, f.opts());
+    FAIL() << "expected deadline_exceeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_EQ(e.node(), "l");
+    EXPECT_NE(std::string(e.what()).find("max_iters=10"), std::string::npos) << e.what();
+  }
+  std::atomic<bool> cancel{false};
+  ExecOptions o = f.opts();
+  o.cancelled = &cancel;
+  int trips = 0;
+  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double, std::chrono::steady_clock::time_point) {
+    if (b.id == "inc" && ++trips == 3) cancel = true;
+  };
+  try {
+    cap.plan->run(in, o);
+    FAIL() << "expected cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCancelled);
+    EXPECT_EQ(trips, 3) << "stopped at the next trip";
+  }
+}
+
+TEST(ReplayPlan, SubprogramsThatWriteStoredTensorsKeepTheGeneralPath) {
+  PlanFixture f;
+  Tensor w = f32({2}, {5, 6});
+  StoredLookup lookup = [&](const std::string& n) { return n == "w" ? std::optional<Tensor>(w) : std::nullopt; };
+  Program p;
+  Node c = node("c", "cond", {ref("pr"), ref("x")}, {"y"});
+  c.subprograms["then"] = sub({{"a", meta(DType::kFloat32, {2})}},
+                              {node("cp", "copy_", {ref("$stored/w"), ref("a")}, {}), node("n", "neg", {ref("a")}, {"r"})},
+                              {"r"});
+  c.subprograms["else"] = sub({{"a", meta(DType::kFloat32, {2})}}, {}, {"a"});
+  p.nodes.push_back(c);
+  p.outputs = {"y"};
+  Captured cap = f.capture(p, {{"pr", meta(DType::kBool, {})}, {"x", meta(DType::kFloat32, {2})}}, lookup);
+  EXPECT_EQ(cap.plan->control_plans(), 0u);
+  Tensor yes = Tensor::empty_host(DType::kBool, {});
+  *yes.data_ptr<bool>() = true;
+  ExecOptions o = f.opts();
+  o.stored_read = lookup;
+  ExecResult r = cap.plan->run({{"pr", yes}, {"x", f32({2}, {1, 2})}}, o);
+  ASSERT_EQ(r.stored_writes.size(), 1u);
+  EXPECT_FLOAT_EQ(r.stored_writes[0].second.data_ptr<float>()[1], 2.f);
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], -2.f);
 }
 
 TEST(ReplayPlan, StoredWritesAreCopiesOfTheStaticBuffers) {
@@ -346,7 +476,7 @@ TEST(ReplayPlan, ReportsEveryInstructionToOnNode) {
       f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
   std::vector<std::string> seen;
   ExecOptions o = f.opts();
-  o.on_node = [&](const BoundNode& b, double s, std::chrono::steady_clock::time_point) {
+  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double s, std::chrono::steady_clock::time_point) {
     EXPECT_GE(s, 0.0);
     seen.push_back(b.id);
   };

@@ -37,7 +37,7 @@ void run_job(Job& job, const CompiledProgram& cp, const std::string& graph = {})
   engine_trace::job_queued(job);
   job.start();
   engine_trace::job_started(job, graph);
-  for (const auto& b : cp.nodes) engine_trace::op_ran(cp, b, 1e-6);
+  for (const auto& b : cp.nodes) engine_trace::op_ran(cp, cp, b, 1e-6);
   job.succeed(JobResult{});
   engine_trace::job_ended(job);
 }
@@ -131,6 +131,40 @@ TEST(EngineTrace, ReplaysNameTheirGraphAndShareOneTable) {
   mul = find(rs, "op", "mul");
   ASSERT_NE(mul, nullptr);
   EXPECT_EQ(mul->args.find("graph"), std::string::npos) << mul->args;
+}
+
+// A loop's body nodes, reported against their own program (as the executor
+// and the replay plans report them): their spans name the body's node and
+// its shapes, the run span keeps the job's program and graph, and the body's
+// table is built once for the job, however many trips.
+TEST(EngineTrace, ControlFlowBodyNodesGetTheirSubprogramsTable) {
+  CompiledProgram job_cp = tiny_program();
+  Program body;
+  body.nodes.push_back(node("inner", "neg", {ref("v")}, {"w"}));
+  body.outputs = {"w"};
+  CompiledProgram body_cp = compile_program(body, {{"v", TensorMeta{DType::kFloat32, {7}}}}, nullptr);
+  const uint64_t n = fresh_jobs() + 1;
+  const std::string id = jid(n);
+  Job job(id, "alice", "interactive");
+  engine_trace::job_queued(job);
+  job.start();
+  engine_trace::job_started(job, "g-5");
+  const size_t before = TraceBuffer::global().retained();
+  for (int trip = 0; trip < 100; ++trip) engine_trace::op_ran(job_cp, body_cp, body_cp.nodes[0], 1e-7);
+  EXPECT_LE(TraceBuffer::global().retained(), before + 1) << "one table for the body, not one per trip";
+  for (const auto& b : job_cp.nodes) engine_trace::op_ran(job_cp, job_cp, b, 1e-6);
+  job.succeed(JobResult{});
+  engine_trace::job_ended(job);
+  auto rs = records_of(id);
+  const TraceRecord* inner = find(rs, "op", "neg");
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(inner->args, "{\"node\":\"inner\",\"op\":\"neg\",\"job\":\"" + id +
+                             "\",\"graph\":\"g-5\",\"inputs\":[\"float32[7]\"],\"outputs\":[\"float32[7]\"]}");
+  EXPECT_EQ(std::count_if(rs.begin(), rs.end(), [](const TraceRecord& r) { return r.cat == "op" && r.name == "neg"; }),
+            100);
+  const TraceRecord* run = find(rs, "job", "run " + id);
+  ASSERT_NE(run, nullptr);
+  EXPECT_NE(run->args.find("\"graph\":\"g-5\""), std::string::npos) << run->args;
 }
 
 TEST(EngineTrace, AProgramOfOtherShapesGetsItsOwnTable) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "graphs/compiled_program.h"
@@ -191,9 +192,10 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   OpMetrics::Batch ops;
   int uncommitted = 0;
   const bool op_metrics = metrics_->enabled();
+  JobResult r;
+  std::optional<Error> failure;
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
-    JobResult r;
     {
       ExecOptions eo;
       eo.ctx.backend = backend_.get();
@@ -260,29 +262,27 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
         }
       }
     }  // the executor's values are released here, before anyone is woken
-    // So are the inputs and the program's snapshots of stored tensors: once
-    // the caller wakes, the tenant's memory shows only what it keeps.
-    w.spec.inputs.clear();
-    w.cp = CompiledProgram{};
-    w.shared_cp.reset();
-    w.plan.reset();
-    metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-    metrics_->ops_ran(ops);
-    job.succeed(std::move(r));  // records the job's end (record_end), then wakes its caller
   } catch (const Error& e) {
-    w.spec.inputs.clear();
-    w.cp = CompiledProgram{};
-    w.shared_cp.reset();
-    w.plan.reset();
-    metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-    metrics_->ops_ran(ops);
-    job.fail(e);
+    failure = e;
   } catch (const std::bad_alloc&) {
-    metrics_->ops_ran(ops);
-    job.fail(Error(ErrorCode::kQuotaExceeded, "out of memory"));
+    failure = Error(ErrorCode::kQuotaExceeded, "out of memory");
   } catch (const std::exception& e) {
-    metrics_->ops_ran(ops);
-    job.fail(Error(ErrorCode::kInternal, e.what()));
+    failure = Error(ErrorCode::kInternal, e.what());
+  }
+  // So are the inputs and the program's snapshots of stored tensors, however
+  // the job went: once the caller wakes, the tenant's memory shows only what
+  // it keeps.
+  w.spec.inputs.clear();
+  w.cp = CompiledProgram{};
+  w.shared_cp.reset();
+  w.plan.reset();
+  metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
+  metrics_->ops_ran(ops);
+  // Ending the job records it (record_end), then wakes its caller.
+  if (failure) {
+    job.fail(*failure);
+  } else {
+    job.succeed(std::move(r));
   }
   // Nothing of the tenant's from here on: it may be gone once the job's
   // caller is woken.

@@ -464,4 +464,14 @@ CompiledProgram compile_program(const Program& p, const std::map<std::string, Te
   return Compiler(p, input_metas, stored).run();
 }
 
+OpArgs<TensorMeta> node_metas(const BoundNode& b, const CompiledProgram& cp) {
+  return bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; });
+}
+
+bool kernel_takes(const BoundNode& b, const CompiledProgram& cp, std::string_view backend) {
+  if (!b.op->kernels.count(backend)) return false;
+  auto acc = b.op->accepts.find(backend);
+  return acc == b.op->accepts.end() || acc->second(node_metas(b, cp));
+}
+
 }  // namespace tensord

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graphs/program.h"
@@ -68,6 +69,12 @@ OpArgs<T> bind_node_args(const BoundNode& b, ValueOf&& value_of) {
   }
   return args;
 }
+
+// Node `b`'s arguments as the metas of its values in `cp`.
+OpArgs<TensorMeta> node_metas(const BoundNode& b, const CompiledProgram& cp);
+// Whether `backend` has a kernel for op node `b` of `cp` that takes this
+// call (OpDef::accepts; no accepts rule: every call).
+bool kernel_takes(const BoundNode& b, const CompiledProgram& cp, std::string_view backend);
 
 // Looks up a stored tensor by name (snapshot); nullopt if absent.
 using StoredLookup = std::function<std::optional<Tensor>(const std::string& name)>;

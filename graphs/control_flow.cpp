@@ -4,7 +4,6 @@
 #include <set>
 
 #include "graphs/executor.h"
-#include "ops/backend.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -141,18 +140,6 @@ void require_host(const Tensor& t, const std::string& what, const std::string& n
   if (t.defined() && t.device().type != DeviceType::kCPU) {
     throw Error(ErrorCode::kUnsupported, what + " runs on CPU tensors only (for now)", node);
   }
-}
-
-// The context control flow allocates its slices and stacks with: host
-// memory (charged to the job) beside a device backend, whose kernels the
-// bodies still use (graphs/device_placement.h).
-OpContext host_side(const OpContext& ctx) {
-  OpContext h = ctx;
-  if (ctx.backend && ctx.backend->name() != "cpu") {
-    h.backend = nullptr;
-    h.device = Device{};
-  }
-  return h;
 }
 
 struct Geometry {
@@ -405,7 +392,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
                                   const std::vector<std::shared_ptr<const CompiledProgram>>& levels,
                                   const std::vector<Tensor>& ops, const ExecOptions& opts, const ControlFlowIO& io,
                                   const std::string& w, const std::string& node) {
-  const OpContext ctx = host_side(opts.ctx);
+  const OpContext ctx = opts.ctx.for_host();  // slices and stacks in host memory; bodies place their own nodes
   const int64_t n = cf.length;
   std::vector<Tensor> rows;
   for (const auto& x : ops) rows.push_back(to_rows(ctx, x, cf.dim, cf.reverse));
@@ -687,7 +674,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
   const std::string& node = b.id;
   const std::string w = where(cf, node);
   for (const auto& t : ops) require_host(t, w, node);
-  const OpContext ctx = host_side(opts.ctx);
+  const OpContext ctx = opts.ctx.for_host();  // slices and stacks in host memory; bodies place their own nodes
   switch (cf.kind) {
     case ControlKind::kCond: {
       std::vector<Tensor> args(ops.begin() + 1, ops.end());

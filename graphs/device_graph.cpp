@@ -26,11 +26,9 @@ namespace {
 
 bool op_capturable(const BoundNode& b, const CompiledProgram& cp, std::string_view backend) {
   const OpDef& op = *b.op;
-  if (!op.kernels.count(backend) || !op.capture_safe.count(backend)) return false;
+  if (!op.capture_safe.count(backend)) return false;
   if (op.mutates >= 0 || !b.writes_stored.empty() || b.outputs.size() != 1) return false;
-  auto acc = op.accepts.find(backend);
-  return acc == op.accepts.end() ||
-         acc->second(bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; }));
+  return kernel_takes(b, cp, backend);
 }
 
 const std::vector<int>& operands(const BoundNode& b) {
@@ -112,7 +110,7 @@ std::unique_ptr<DeviceGraph::Frame> DeviceGraph::make_frame(const CompiledProgra
       ctl.bodies.push_back(make_frame(*cf.bodies.at("body"), carries));
       ctl.bodies.push_back(make_frame(*cf.bodies.at("cond"), carries));
       ctl.loop_state = buffer(TensorMeta{DType::kUInt8, {static_cast<int64_t>(kLoopStateBytes)}});
-      loops_.emplace_back(b.id, ctl.loop_state);
+      loops_.emplace_back(&b, ctl.loop_state);
     }
   }
   return f;
@@ -204,15 +202,8 @@ ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const E
   }
   const OpContext& ctx = opts.ctx;
   for (const auto& [name, id] : cp_->inputs) {
-    auto it = inputs.find(name);
-    if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const Tensor& dst = root_->vals[static_cast<size_t>(id)];
-    if (it->second.dtype() != dst.dtype() || it->second.shape() != dst.shape()) {
-      throw Error(ErrorCode::kConflict, "input '" + name + "' is " + it->second.meta().str() +
-                                            ", the graph was captured with " + dst.meta().str());
-    }
-    const Tensor src = it->second.to_host();
-    if (dst.nbytes()) backend_->copy_to_device(device_, dst.data(), src.data(), dst.nbytes());
+    if (dst.nbytes()) backend_->copy_to_device(device_, dst.data(), inputs.at(name).data(), dst.nbytes());
   }
   if (!graph_) {
     backend_->begin_capture(ctx.stream);
@@ -230,13 +221,9 @@ ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const E
   backend_->launch_graph(ctx.stream, *graph_);
   backend_->synchronize(ctx.stream);
   for (const auto& [node, state] : loops_) {
-    int64_t s[2] = {0, 0};
+    int64_t s[2] = {0, 0};  // trips, overflow
     backend_->copy_to_host(device_, s, state.data(), sizeof s);
-    if (s[1]) {
-      throw Error(ErrorCode::kDeadlineExceeded,
-                  "while_loop '" + node + "': still running after max_iters=" + std::to_string(s[0]) + " iterations",
-                  node);
-    }
+    if (s[1]) throw_past_max_iters(*node->control, node->id);
   }
   ExecResult res;
   for (const auto& [name, id] : cp_->outputs) res.outputs.emplace_back(name, root_->vals[static_cast<size_t>(id)].to_host());

@@ -55,7 +55,8 @@ class DeviceGraph {
   DeviceGraph(const DeviceGraph&) = delete;
   DeviceGraph& operator=(const DeviceGraph&) = delete;
 
-  // One replay on opts.ctx.stream; inputs by name, of the captured metas.
+  // One replay on opts.ctx.stream; `inputs` by name, host tensors of the
+  // captured metas (the caller checked them: ReplayPlan::check_inputs).
   // Outputs are fresh host tensors.
   ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
 
@@ -81,8 +82,8 @@ class DeviceGraph {
   std::unique_ptr<Frame> root_;
   std::shared_ptr<StreamGraph> graph_;
   int64_t bytes_ = 0;
-  // (node id, loop state buffer) of every while_loop, for the overflow check.
-  std::vector<std::pair<std::string, Tensor>> loops_;
+  // Every while_loop node and its loop state buffer, for the overflow check.
+  std::vector<std::pair<const BoundNode*, Tensor>> loops_;
 };
 
 }  // namespace tensord

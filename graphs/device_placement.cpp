@@ -5,31 +5,21 @@
 namespace tensord {
 
 DevicePlacement::DevicePlacement(const OpContext& ctx, size_t values)
-    : ctx_(ctx), host_ctx_(ctx), active_(ctx.backend && ctx.backend->name() != "cpu") {
+    : ctx_(ctx), host_ctx_(ctx.for_host()), active_(ctx.on_device()) {
   if (!active_) return;
   copies_.resize(values);
-  host_ctx_.backend = nullptr;
-  host_ctx_.device = Device{};
   host_ctx_.recorder = nullptr;
   host_ctx_.out_slots = nullptr;
 }
 
 const KernelFn* DevicePlacement::kernel(const BoundNode& b, const CompiledProgram& cp, bool* host) const {
   const OpDef& op = *b.op;
-  const std::string_view bname = ctx_.backend ? ctx_.backend->name() : std::string_view("cpu");
-  auto it = op.kernels.find(bname);
-  *host = bname == "cpu";
-  if (it != op.kernels.end() && active_) {
-    auto acc = op.accepts.find(bname);
-    if (acc != op.accepts.end() &&
-        !acc->second(bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; }))) {
-      it = op.kernels.end();
-    }
+  if (active_ && kernel_takes(b, cp, ctx_.backend->name())) {
+    *host = false;
+    return &op.kernels.find(ctx_.backend->name())->second;
   }
-  if (it == op.kernels.end() && active_) {
-    it = op.kernels.find("cpu");
-    *host = true;
-  }
+  *host = true;  // inactive: the backend is the CPU's (or none)
+  auto it = op.kernels.find("cpu");
   return it == op.kernels.end() ? nullptr : &it->second;
 }
 

@@ -47,8 +47,7 @@ bool same_buffer(const Tensor& a, const Tensor& b) {
 
 // The metas of every result the op returns (a node may name fewer).
 std::vector<TensorMeta> result_metas(const CompiledProgram& cp, const BoundNode& b) {
-  OpArgs<TensorMeta> args = bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; });
-  std::vector<TensorMeta> m = b.op->infer(args);
+  std::vector<TensorMeta> m = b.op->infer(node_metas(b, cp));
   for (size_t k = 0; k < b.outputs.size() && k < m.size(); ++k)
     m[k] = cp.values[static_cast<size_t>(b.outputs[k])].meta;
   for (auto& r : m) r.wrapped_number = false;
@@ -256,6 +255,7 @@ void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
 ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
   if (!flat_) {
     if (device_graph_ && !device_graph_failed_) {
+      check_inputs(inputs);
       try {
         return device_graph_->run(inputs, opts);
       } catch (const Error& e) {

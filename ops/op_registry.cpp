@@ -50,6 +50,19 @@ Tensor OpContext::empty(DType dtype, Shape shape) const {
   return Tensor::empty(backend, device, dtype, std::move(shape), account);
 }
 
+bool OpContext::on_device() const {
+  return backend && backend->name() != "cpu";
+}
+
+OpContext OpContext::for_host() const {
+  OpContext h = *this;
+  if (on_device()) {
+    h.backend = nullptr;
+    h.device = Device{};
+  }
+  return h;
+}
+
 void OpContext::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
   if (pool) {

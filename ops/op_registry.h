@@ -115,6 +115,12 @@ struct OpContext {
   // is null), charged to the account (or the next pre-bound slot of
   // out_slots when it matches).
   Tensor empty(DType dtype, Shape shape) const;
+  // True when the backend is a device's (not the CPU backend, not none).
+  bool on_device() const;
+  // This context for a CPU kernel or host buffers: beside a device backend,
+  // host memory charged to the same account (backend null, the CPU device);
+  // otherwise the context itself.
+  OpContext for_host() const;
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the
   // pool when there is one, else inline.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;

@@ -313,12 +313,12 @@ double scalar_value(const Tensor& dev_or_host) {
 
 const OptimPasses kCpuPasses{fused_adam_cpu, fused_sgd_cpu, fused_adagrad_cpu};
 
-// The step of every optimizer but Muon, on the context's device: `passes`
-// run the fused pass there (host loops, or one CUDA launch), and every
-// parameter and state buffer it is given lives on that device.
+// An optimizer's step on the context's device: `passes` run the fused pass
+// there (host loops, or one CUDA launch; Muon's pass is always the CPU's),
+// and every parameter and state buffer it is given lives on that device.
 std::vector<Tensor> run_step(const OpContext& ctx, const OpArgs<Tensor>& a, Kind kind, const OptimPasses& passes) {
   const std::string& op = a.op->name;
-  const bool device = ctx.backend && ctx.device.type != DeviceType::kCPU;
+  const bool device = ctx.on_device();
   // Stored tensors a device kernel is given may still be in host memory
   // (uploaded, never updated on the device): moved, as placement would.
   auto here = [&](const Tensor& t) { return device ? t.to_device(ctx.backend, ctx.device, ctx.account) : t; };

@@ -279,13 +279,24 @@ Tensor i64(int64_t v) {
   return t;
 }
 
+// The carries of the loops below: i (int64), x and y (float32[2]), n (int64).
+std::vector<ProgramInput> loop_carries(const std::string& x, const std::string& y) {
+  return {{"i", meta(DType::kInt64, {})},
+          {x, meta(DType::kFloat32, {2})},
+          {y, meta(DType::kFloat32, {2})},
+          {"n", meta(DType::kInt64, {})}};
+}
+
+std::map<std::string, TensorMeta> metas_of(const std::vector<ProgramInput>& in) {
+  std::map<std::string, TensorMeta> m;
+  for (const auto& i : in) m.emplace(i.name, i.meta);
+  return m;
+}
+
 // while i < n: (a, b) = (b, a + b), and a cond in the body halves b when it
 // passes 100: swapped carries, a nested control plan, many trips.
 Program fibonacci_program() {
-  std::vector<ProgramInput> in = {{"i", meta(DType::kInt64, {})},
-                                  {"a", meta(DType::kFloat32, {2})},
-                                  {"b", meta(DType::kFloat32, {2})},
-                                  {"n", meta(DType::kInt64, {})}};
+  const std::vector<ProgramInput> in = loop_carries("a", "b");
   Node w = node("l", "while_loop", {ref("i"), ref("a"), ref("b"), ref("n")}, {"i2", "a2", "b2", "n2"});
   w.subprograms["cond"] = sub(in, {node("c", "lt", {ref("i"), ref("n")}, {"go"})}, {"go"});
   Node half = node("h", "cond", {ref("big"), ref("s")}, {"s2"});
@@ -305,11 +316,7 @@ Program fibonacci_program() {
 
 TEST(ReplayPlan, LoopsWithSwappedCarriesAndNestedCondMatchTheExecutor) {
   PlanFixture f;
-  const std::map<std::string, TensorMeta> in = {{"i", meta(DType::kInt64, {})},
-                                                {"a", meta(DType::kFloat32, {2})},
-                                                {"b", meta(DType::kFloat32, {2})},
-                                                {"n", meta(DType::kInt64, {})}};
-  Captured cap = f.capture(fibonacci_program(), in);
+  Captured cap = f.capture(fibonacci_program(), metas_of(loop_carries("a", "b")));
   EXPECT_EQ(cap.plan->control_plans(), 1u);
   for (int64_t n : {0, 1, 2, 7, 30, 200}) {
     f.expect_same(cap, {{"i", i64(0)}, {"a", f32({2}, {0, 1})}, {"b", f32({2}, {1, -2})}, {"n", i64(n)}});
@@ -320,20 +327,14 @@ TEST(ReplayPlan, LoopsWithSwappedCarriesAndNestedCondMatchTheExecutor) {
   EXPECT_FLOAT_EQ(r.outputs[2].second.data_ptr<float>()[0], 8.f);
 
   // A pure swap: (i, x, y) -> (i + 1, y, x), both results other carries.
-  std::vector<ProgramInput> sw = {{"i", meta(DType::kInt64, {})},
-                                  {"x", meta(DType::kFloat32, {2})},
-                                  {"y", meta(DType::kFloat32, {2})},
-                                  {"n", meta(DType::kInt64, {})}};
+  const std::vector<ProgramInput> sw = loop_carries("x", "y");
   Node w = node("l", "while_loop", {ref("i"), ref("x"), ref("y"), ref("n")}, {"i2", "x2", "y2", "n2"});
   w.subprograms["cond"] = sub(sw, {node("c", "lt", {ref("i"), ref("n")}, {"go"})}, {"go"});
   w.subprograms["body"] = sub(sw, {node("inc", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"})}, {"j", "y", "x", "n"});
   Program swap;
   swap.nodes.push_back(w);
   swap.outputs = {"x2", "y2"};
-  Captured s = f.capture(swap, {{"i", meta(DType::kInt64, {})},
-                                {"x", meta(DType::kFloat32, {2})},
-                                {"y", meta(DType::kFloat32, {2})},
-                                {"n", meta(DType::kInt64, {})}});
+  Captured s = f.capture(swap, metas_of(sw));
   for (int64_t n : {0, 1, 2, 3}) {
     r = s.plan->run({{"i", i64(0)}, {"x", f32({2}, {1, 2})}, {"y", f32({2}, {3, 4})}, {"n", i64(n)}}, f.opts());
     EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], n % 2 ? 4.f : 2.f) << n;
@@ -345,10 +346,7 @@ TEST(ReplayPlan, ControlPlansStopAtMaxItersAndOnCancellation) {
   PlanFixture f;
   Program p = fibonacci_program();
   p.nodes[0].kwargs.emplace_back("max_iters", lit(Attr(int64_t{10})));
-  Captured cap = f.capture(p, {{"i", meta(DType::kInt64, {})},
-                               {"a", meta(DType::kFloat32, {2})},
-                               {"b", meta(DType::kFloat32, {2})},
-                               {"n", meta(DType::kInt64, {})}});
+  Captured cap = f.capture(p, metas_of(loop_carries("a", "b")));
   const std::map<std::string, Tensor> in = {
       {"i", i64(0)}, {"a", f32({2}, {0, 0})}, {"b", f32({2}, {1, 1})}, {"n", i64(1000)}};
   try {

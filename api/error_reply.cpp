@@ -65,7 +65,7 @@ HttpResponse error_reply(const Error& e, const std::string& request_id, int retr
   if (!e.node().empty()) body += ",\"node\":" + json_quote(clip(e.node()));
   body += ",\"request_id\":" + json_quote(request_id) + "}}";
   r.body = std::move(body);
-  if (r.status == 429) {
+  if (r.status == 429 || r.status == 503) {  // 503: draining or not ready; a retry elsewhere or later works
     int ra = retry_after_s > 0 ? retry_after_s : e.retry_after_s();
     r.headers.emplace_back("Retry-After", std::to_string(ra < 1 ? 1 : ra));
   }

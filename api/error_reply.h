@@ -13,7 +13,7 @@ namespace tensord {
 int http_status(ErrorCode code);
 
 // {"error": {"code", "message", "node"?, "request_id"}} with the status;
-// 429 replies carry Retry-After: `retry_after_s` when > 0, else the error's
+// 429 and 503 replies carry Retry-After: `retry_after_s` when > 0, else the error's
 // own estimate (e.retry_after_s(): the queue's drain rate), else 1.
 HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s = 0);
 

@@ -60,6 +60,8 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
       if (v.IsNull()) continue;
       if (!v.IsString()) bad("request.pool must be a graph id");
       r.pool.assign(v.GetString(), v.GetStringLength());
+    } else if (key != "program") {
+      unknown_request_field(key);
     }
   }
   if (!have_inputs) {
@@ -75,7 +77,7 @@ JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
     if (key == "program") bad("request: a replay takes no \"program\" (it was captured)");
-    apply_request_field(s, key, it->value);  // other unknown fields: ignored, as for /v1/run
+    if (!apply_request_field(s, key, it->value)) unknown_request_field(key);
   }
   return s;
 }

@@ -22,6 +22,9 @@ struct HttpRequest {
   // Set by the session when the client closes its connection while a
   // (kOffload) handler runs: long handlers cancel their work on it.
   std::shared_ptr<std::atomic<bool>> client_gone = std::make_shared<std::atomic<bool>>(false);
+  // The tenant the request authenticated as (server/auth.h writes it, the
+  // session's log line reads it): shared, so it outlives a moved request.
+  std::shared_ptr<std::string> caller = std::make_shared<std::string>();
   // Filled by the router: route template and its {params}.
   std::string route;
   std::map<std::string, std::string> params;

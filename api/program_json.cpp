@@ -225,10 +225,19 @@ bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Va
   } else if (key == "priority") {
     if (!v.IsInt()) bad("request.priority must be an integer");
     s.priority = v.GetInt();
+  } else if (key == "ranks") {
+    // SPMD requests (API.md 8): this server runs one rank until --ranks lands.
+    if (!v.IsInt() || v.GetInt() < 1) bad("request.ranks must be a positive integer");
+    if (v.GetInt() != 1) bad("request.ranks is " + std::to_string(v.GetInt()) + " but this server runs 1 rank");
   } else {
     return false;
   }
   return true;
+}
+
+[[noreturn]] void unknown_request_field(const std::string& key) {
+  // A typo ("retrun") must not silently change what runs (API.md 4.1).
+  bad("request: unknown field \"" + key + "\"");
 }
 
 JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs) {
@@ -246,9 +255,7 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
   }
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
-    // Unknown fields are ignored so that newer clients (e.g. "ranks") still
-    // run on this server; documented in docs/api-notes.md.
-    if (key != "program") apply_request_field(s, key, it->value);
+    if (key != "program" && !apply_request_field(s, key, it->value)) unknown_request_field(key);
   }
   return s;
 }
@@ -318,7 +325,13 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
       tensor_to_json(t, w, use_b64);
     }
     w.EndObject();
-    write_job(w, *r);
+    // The stored result has no times (Engine::result_of adds them for a
+    // waiting caller): the job's own.
+    JobResult timed = *r;
+    timed.outputs.clear();
+    timed.queue_ms = job.queue_ms();
+    timed.run_ms = job.run_ms();
+    write_job(w, timed);
   }
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());

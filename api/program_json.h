@@ -23,9 +23,11 @@ rapidjson::Document parse_json_object(std::string_view body, const char* what);
 Program program_from_json(const rapidjson::Value& v, int depth = 0);
 
 // Applies one top-level field of a run/replay request ("inputs", "store",
-// "return", "deadline_ms", "priority") to `s`; false for any other key.
-// Malformed values throw bad_request.
+// "return", "deadline_ms", "priority", "ranks") to `s`; false for any other
+// key. Malformed values throw bad_request.
 bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Value& v);
+// Throws 400 bad_request naming an unknown top-level request field.
+[[noreturn]] void unknown_request_field(const std::string& key);
 
 // A /v1/run body (already parsed) -> JobSpec. `file_inputs` are tensors that
 // came in a safetensors body; JSON "inputs" may add more.

@@ -419,9 +419,9 @@ class Compiler {
     for (const auto& o : p_.outputs) {
       auto it = out_.by_name.find(o);
       if (it == out_.by_name.end()) invalid_program("program output '" + o + "' is not defined");
-      for (const auto& [name, id] : out_.outputs) {
-        if (name == o) invalid_program("program output '" + o + "' is listed twice");
-      }
+      // A value may be listed more than once (API.md 4): a scan body returns
+      // its new carry as its y too. Outputs are positional for bodies; a
+      // top-level program's response names each value once.
       out_.outputs.emplace_back(o, it->second);
     }
   }

@@ -26,6 +26,8 @@ const ProcessCollector& process_collector() {
 struct Collectors {
   std::mutex mu;
   std::vector<std::function<std::vector<prometheus::MetricFamily>()>> list;
+  uint64_t next_hook = 1;
+  std::vector<std::pair<uint64_t, std::function<void()>>> hooks;  // under mu
 };
 Collectors& collectors() {
   static auto* c = new Collectors();  // leaked, as the registry
@@ -43,10 +45,30 @@ void register_collector(std::function<std::vector<prometheus::MetricFamily>()> c
   c.list.push_back(std::move(collect));
 }
 
-std::vector<prometheus::MetricFamily> collect_metrics() {
-  auto families = metrics_registry().Collect();
+ScrapeHook::ScrapeHook(std::function<void()> refresh) {
   Collectors& c = collectors();
   std::lock_guard lock(c.mu);
+  id_ = c.next_hook++;
+  c.hooks.emplace_back(id_, std::move(refresh));
+}
+
+ScrapeHook::~ScrapeHook() {
+  if (id_ == 0) return;
+  Collectors& c = collectors();
+  std::lock_guard lock(c.mu);  // a collection running the hook finishes first
+  for (auto it = c.hooks.begin(); it != c.hooks.end(); ++it) {
+    if (it->first == id_) {
+      c.hooks.erase(it);
+      break;
+    }
+  }
+}
+
+std::vector<prometheus::MetricFamily> collect_metrics() {
+  Collectors& c = collectors();
+  std::lock_guard lock(c.mu);
+  for (const auto& [id, refresh] : c.hooks) refresh();
+  auto families = metrics_registry().Collect();
   for (const auto& f : c.list) append(families, f());
   return families;
 }

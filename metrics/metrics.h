@@ -4,6 +4,7 @@
 // export. Thread-safe: prometheus-cpp families and metrics are thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +32,22 @@ std::string render_metrics();
 // at scrape time) join render_metrics' output through `collect`. Collectors
 // are never removed: register a process-lifetime object's.
 void register_collector(std::function<std::vector<prometheus::MetricFamily>()> collect);
+
+// Gauges that mirror state held elsewhere (a tenant's bytes, which change
+// whenever a tensor is freed, wherever that happens) are refreshed just
+// before each collection by a hook: registered by the owner of that state,
+// removed with the returned handle's destruction.
+class ScrapeHook {
+ public:
+  ScrapeHook() = default;
+  explicit ScrapeHook(std::function<void()> refresh);
+  ~ScrapeHook();
+  ScrapeHook(const ScrapeHook&) = delete;
+  ScrapeHook& operator=(const ScrapeHook&) = delete;
+
+ private:
+  uint64_t id_ = 0;
+};
 
 // tensord_build_info{version, backend} = 1. Calling again replaces the series.
 void register_build_info(const std::string& version, const std::string& backend);

@@ -1,7 +1,6 @@
 // Every compiled-in backend, in one place (STYLE.md 4). CPU is always there.
 #include "ops/backend.h"
 #include "ops/cpu/cpu_backend.h"
-#include "ops/fake/fake_backend.h"
 #if defined(TENSORD_HAVE_CUDA)
 #include "ops/cuda/cuda_backend.h"
 #endif
@@ -10,7 +9,6 @@ namespace tensord {
 
 std::unique_ptr<Backend> make_backend(std::string_view name, int threads) {
   if (name == "cpu") return std::make_unique<CpuBackend>(threads);
-  if (name == "fake") return std::make_unique<FakeBackend>();
 #if defined(TENSORD_HAVE_CUDA)
   if (name == "cuda") return make_cuda_backend();  // nullptr without a device
 #endif
@@ -18,7 +16,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int threads) {
 }
 
 std::vector<std::string> compiled_backends() {
-  std::vector<std::string> out{"cpu", "fake"};
+  std::vector<std::string> out{"cpu"};  // the test-only fake backend is not a server backend
 #if defined(TENSORD_HAVE_CUDA)
   out.emplace_back("cuda");
 #endif

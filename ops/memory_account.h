@@ -15,7 +15,9 @@ class MemoryAccount {
       : name_(std::move(name)), limit_(limit_bytes) {}
 
   // Adds `bytes`; throws quota_exceeded (nothing charged) if over the limit.
-  void charge(int64_t bytes);
+  // enforce = false charges past the limit (a checkpoint restored after the
+  // quota shrank): later charges fail until usage drops below it.
+  void charge(int64_t bytes, bool enforce = true);
   void release(int64_t bytes) noexcept { used_.fetch_sub(bytes, std::memory_order_relaxed); }
 
   int64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }

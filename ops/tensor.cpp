@@ -62,9 +62,9 @@ Storage::~Storage() {
   if (account_) account_->release(static_cast<int64_t>(bytes_));
 }
 
-void Storage::charge(std::shared_ptr<MemoryAccount> account) {
+void Storage::charge(std::shared_ptr<MemoryAccount> account, bool enforce) {
   if (account == account_) return;
-  if (account) account->charge(static_cast<int64_t>(bytes_));
+  if (account) account->charge(static_cast<int64_t>(bytes_), enforce);
   if (account_) account_->release(static_cast<int64_t>(bytes_));
   account_ = std::move(account);
 }

@@ -55,7 +55,8 @@ class Storage {
 
   // Charges the storage's bytes to `account` (throws quota_exceeded, nothing
   // changed); a storage is charged to at most one account at a time.
-  void charge(std::shared_ptr<MemoryAccount> account);
+  // enforce = false: past the quota (MemoryAccount::charge).
+  void charge(std::shared_ptr<MemoryAccount> account, bool enforce = true);
   const std::shared_ptr<MemoryAccount>& account() const { return account_; }
   // True for wrap()ped memory: a view into a buffer someone else owns (a
   // request body), which must be copied before it is kept.

@@ -9,10 +9,12 @@
 #include "graphs/executor.h"
 #include "graphs/graph_pool.h"
 #include "graphs/replay_plan.h"
+#include "metrics/log.h"
 #include "ops/error.h"
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_trace.h"
 #include "scheduler/job_scheduler.h"
+#include "scheduler/running_jobs.h"
 #include "streams/stream_pool.h"
 
 namespace tensord {
@@ -68,6 +70,16 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
   }
   libraries_ = backend_->libraries();
   record_device_memory();
+  running_ = std::make_unique<RunningJobs>();
+  if (metrics_->enabled()) {
+    busy_ticker_ = std::thread([this, m] {
+      std::unique_lock<std::mutex> lk(ticker_mu_);
+      while (!ticker_cv_.wait_for(lk, std::chrono::seconds(1), [this] { return ticker_stop_; })) {
+        running_->flush_busy(RunningJobs::Clock::now(),
+                             [m](const std::string& t, const std::string& p, double s) { m->tenant_busy(t, p, s); });
+      }
+    });
+  }
 }
 
 void Engine::record_device_memory() {
@@ -80,8 +92,26 @@ Engine::~Engine() {
   shutdown();
 }
 
+void Engine::begin_drain() {
+  scheduler_->close();
+}
+
+size_t Engine::cancel_running(const Error& why) {
+  return running_->cancel_all(why);
+}
+
+size_t Engine::running_jobs() const {
+  return running_->size();
+}
+
 void Engine::shutdown() {
   scheduler_->shutdown();
+  {
+    std::lock_guard<std::mutex> lk(ticker_mu_);
+    ticker_stop_ = true;
+  }
+  ticker_cv_.notify_all();
+  if (busy_ticker_.joinable()) busy_ticker_.join();
 }
 
 ServerConfig Engine::config() const {
@@ -148,9 +178,13 @@ void Engine::prepare(Tenant& tenant, const std::shared_ptr<Work>& w) {
       if (!spec.store.count(o)) w->returns.push_back(o);
     }
   }
+  // Each returned name once (a program may list an output twice; so may `return`).
+  std::set<std::string> seen;
+  std::erase_if(w->returns, [&seen](const std::string& n) { return !seen.insert(n).second; });
   const auto now = scheduler_->clock().now();
   w->deadline = spec.deadline_ms > 0 ? now + std::chrono::milliseconds(spec.deadline_ms) : Clock::time_point::max();
-  w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition);
+  w->job = std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition,
+                                 spec.request_id);
 }
 
 std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w) {
@@ -183,6 +217,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   Job& job = *w.job;
   Tenant& tenant = *w.tenant;
   if (!job.start()) return;  // ended while queued
+  running_->add(w.job, RunningJobs::Clock::now());
   const StreamPool* sp = streams_.count(pc.partition) ? streams_.at(pc.partition).get() : nullptr;
   const int stream_index = sp ? pc.runner % sp->size() : 0;
   engine_trace::job_started(job, w.spec.graph_id, stream_index);
@@ -244,7 +279,10 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
           throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
         }
         for (const auto& [o, t] : er.outputs) {
-          if (o == name) writes.emplace_back(stored_name, t);
+          if (o == name) {
+            writes.emplace_back(stored_name, t);
+            break;
+          }
         }
       }
       if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
@@ -258,12 +296,19 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       r.plan_peak_bytes = w.program().peak_bytes;
       for (const auto& name : w.returns) {
         for (const auto& [o, t] : er.outputs) {
-          if (o == name) r.outputs.emplace_back(o, t.to_host());  // a device result is copied out
+          if (o == name) {
+            r.outputs.emplace_back(o, t.to_host());  // a device result is copied out
+            break;                                   // listed twice: returned once
+          }
         }
       }
     }  // the executor's values are released here, before anyone is woken
   } catch (const Error& e) {
     failure = e;
+    // Cancelled by a drain (or anyone naming a reason): end with that error.
+    if (e.code() == ErrorCode::kCancelled) {
+      if (auto why = job.cancel_reason()) failure = *why;
+    }
   } catch (const std::bad_alloc&) {
     failure = Error(ErrorCode::kQuotaExceeded, "out of memory");
   } catch (const std::exception& e) {
@@ -278,6 +323,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   w.plan.reset();
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
   metrics_->ops_ran(ops);
+  metrics_->tenant_busy(job.tenant(), job.partition(), running_->remove(job, RunningJobs::Clock::now()));
   // Ending the job records it (record_end), then wakes its caller.
   if (failure) {
     job.fail(*failure);
@@ -289,6 +335,17 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
 }
 
 void Engine::record_end(const Job& job) {
+  if (log::enabled(log::Level::kInfo)) {
+    auto err = job.error();
+    log::info("job", {{"job", job.id()},
+                      {"request_id", job.request_id()},
+                      {"tenant", job.tenant()},
+                      {"partition", job.partition()},
+                      {"state", job_state_name(job.state())},
+                      {"queue_ms", job.queue_ms()},
+                      {"run_ms", job.run_ms()},
+                      {"error", err ? std::string(error_code_name(err->code())) : std::string()}});
+  }
   if (metrics_->enabled()) {  // --metrics off: one check per job
     record_device_memory();
     metrics_->job_finished(job.tenant(), job.partition(), std::string(job_state_name(job.state())),

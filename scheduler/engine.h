@@ -7,7 +7,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <thread>
 #include <vector>
 #include <memory>
 #include <mutex>
@@ -29,6 +31,7 @@ class StreamPool;
 struct CompiledProgram;
 class GraphPool;
 class ReplayPlan;
+class RunningJobs;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -67,8 +70,11 @@ class Engine {
   static JobResult result_of(Job& job);
 
   // Refreshes the tenant's memory gauge (after memory held outside jobs
-  // changed, e.g. a captured graph was deleted).
+  // changed, e.g. a captured graph was deleted; the server also refreshes
+  // every tenant's before each scrape).
   void record_tenant_memory(const Tenant& tenant);
+  // Refreshes tensord_device_memory_bytes.
+  void record_device_memory();
   // A graph captured (+1) or deleted (-1): tensord_graph_captures_total and
   // tensord_graphs gauge.
   void record_graph_capture(const Tenant& tenant, int live_graphs_delta);
@@ -82,8 +88,16 @@ class Engine {
   // partitions.
   void reload(const ServerConfig& config);
   SchedulerStats stats() const;
-  // Fails queued jobs with unavailable, refuses new ones, waits for running
-  // jobs (draining). Idempotent.
+  // Draining starts: refuses new jobs and fails queued ones with 503
+  // unavailable; running jobs go on. Never blocks. Idempotent.
+  void begin_drain();
+  // Asks every running job to stop at its next node boundary, ending with
+  // `why` (a drain past its timeout: 503 unavailable); returns how many.
+  size_t cancel_running(const Error& why);
+  // Jobs running now.
+  size_t running_jobs() const;
+  // begin_drain(), then waits for running jobs and joins the engine's
+  // threads. Idempotent.
   void shutdown();
 
  private:
@@ -96,7 +110,6 @@ class Engine {
   // Queues a prepared job; throws (queue_full, unavailable) with nothing queued.
   std::shared_ptr<Job> submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w);
   void record_end(const Job& job);
-  void record_device_memory();
 
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceInfo> devices_;
@@ -109,6 +122,13 @@ class Engine {
   std::map<std::string, std::unique_ptr<StreamPool>> streams_;
   std::unique_ptr<JobScheduler> scheduler_;
   std::atomic<int64_t> next_job_{1};
+  // Running jobs: a drain cancels them; their busy time is counted every
+  // second by busy_ticker_ (when metrics are on).
+  std::unique_ptr<RunningJobs> running_;
+  std::mutex ticker_mu_;
+  std::condition_variable ticker_cv_;
+  bool ticker_stop_ = false;
+  std::thread busy_ticker_;
 };
 
 }  // namespace tensord

@@ -52,6 +52,7 @@ struct EngineMetrics::Impl {
   using GaugePair = std::pair<prometheus::Gauge*, prometheus::Gauge*>;
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, JobSeries> job_series;  // (tenant, partition)
+  JobSeries& series_locked(const std::string& tenant, const std::string& partition);  // under mu
   std::map<std::string, GaugePair> tenant_mem;                          // used, limit
   std::map<std::string, GaugePair> device_mem;                          // used, total
 
@@ -111,6 +112,30 @@ EngineMetrics::EngineMetrics(std::string backend, bool enabled) : enabled_(enabl
 
 EngineMetrics::~EngineMetrics() = default;
 
+EngineMetrics::Impl::JobSeries& EngineMetrics::Impl::series_locked(const std::string& tenant,
+                                                                   const std::string& partition) {
+  auto it = job_series.find(std::make_pair(tenant, partition));
+  if (it == job_series.end()) {
+    const prometheus::Labels labels{{"tenant", tenant}, {"partition", partition}};
+    JobSeries fresh;
+    fresh.queue_s = &queue_s->Add(labels, time_buckets());
+    fresh.run_s = &run_s->Add(labels, time_buckets());
+    fresh.busy = &busy->Add(labels);
+    it = job_series.emplace(std::make_pair(tenant, partition), std::move(fresh)).first;
+  }
+  return it->second;
+}
+
+void EngineMetrics::tenant_busy(const std::string& tenant, const std::string& partition, double seconds) {
+  if (!enabled_ || seconds <= 0) return;
+  prometheus::Counter* busy = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    busy = impl_->series_locked(tenant, partition).busy;
+  }
+  busy->Increment(seconds);
+}
+
 void EngineMetrics::job_finished(const std::string& tenant, const std::string& partition, const std::string& state,
                                  double queue_s, double run_s) {
   if (!enabled_) return;
@@ -120,12 +145,8 @@ void EngineMetrics::job_finished(const std::string& tenant, const std::string& p
     std::lock_guard<std::mutex> lk(impl_->mu);
     auto it = impl_->job_series.find(std::make_pair(tenant, partition));
     if (it == impl_->job_series.end()) {
-      const prometheus::Labels labels{{"tenant", tenant}, {"partition", partition}};
-      Impl::JobSeries fresh;
-      fresh.queue_s = &impl_->queue_s->Add(labels, time_buckets());
-      fresh.run_s = &impl_->run_s->Add(labels, time_buckets());
-      fresh.busy = &impl_->busy->Add(labels);
-      it = impl_->job_series.emplace(std::make_pair(tenant, partition), std::move(fresh)).first;
+      impl_->series_locked(tenant, partition);
+      it = impl_->job_series.find(std::make_pair(tenant, partition));
     }
     for (const auto& [st, c] : it->second.by_state) {
       if (st == state) jobs = c;
@@ -140,8 +161,7 @@ void EngineMetrics::job_finished(const std::string& tenant, const std::string& p
   }
   jobs->Increment();
   s.queue_s->Observe(queue_s);
-  s.run_s->Observe(run_s);
-  s.busy->Increment(run_s);
+  s.run_s->Observe(run_s);  // busy seconds come from tenant_busy, while the job runs
 }
 
 void EngineMetrics::ops_ran(OpMetrics::Batch& ops) {

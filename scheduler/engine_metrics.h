@@ -26,8 +26,12 @@ class EngineMetrics {
 
   bool enabled() const { return enabled_; }
 
+  // A job ended: tensord_jobs_total, the queue and run histograms.
   void job_finished(const std::string& tenant, const std::string& partition, const std::string& state, double queue_s,
                     double run_s);
+  // Running time to add to tensord_tenant_busy_seconds_total: the engine
+  // adds it while jobs run (every second) and the rest at their end.
+  void tenant_busy(const std::string& tenant, const std::string& partition, double seconds);
   // Nodes that ran, summed per op: tensord_op_launches_total{op, backend},
   // tensord_op_seconds{op} (scheduler/op_metrics.h). Clears the batch.
   void ops_ran(OpMetrics::Batch& ops);

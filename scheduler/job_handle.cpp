@@ -42,6 +42,19 @@ void Job::succeed(JobResult r) {
   ended();
 }
 
+void Job::request_cancel(const Error& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!cancel_reason_) cancel_reason_ = why;
+  }
+  request_cancel();
+}
+
+std::optional<Error> Job::cancel_reason() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cancel_reason_;
+}
+
 void Job::ended() {
   std::function<void(const Job&)> fin;
   std::function<void()> f;
@@ -50,11 +63,15 @@ void Job::ended() {
     fin.swap(on_final_);
   }
   if (fin) fin(*this);
-  cv_.notify_all();
   {
+    // Only now do waiters and on_end see the end: a callback registered
+    // while on_final runs must not overtake it (it would answer before
+    // the job is counted).
     std::lock_guard<std::mutex> lk(mu_);
+    finalized_ = true;
     f.swap(on_end_);
   }
+  cv_.notify_all();
   if (f) f();
 }
 
@@ -66,7 +83,7 @@ void Job::set_on_final(std::function<void(const Job&)> f) {
 void Job::on_end(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!is_final(state_)) {
+    if (!finalized_) {
       on_end_ = std::move(f);
       return;
     }
@@ -88,13 +105,13 @@ void Job::fail(const Error& e) {
 
 JobState Job::wait() const {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return is_final(state_); });
+  cv_.wait(lk, [&] { return finalized_; });
   return state_;
 }
 
 bool Job::wait_for(std::chrono::milliseconds d) const {
   std::unique_lock<std::mutex> lk(mu_);
-  return cv_.wait_for(lk, d, [&] { return is_final(state_); });
+  return cv_.wait_for(lk, d, [&] { return finalized_; });
 }
 
 void Job::cancel(const std::string& why) {

@@ -29,10 +29,15 @@ class Job {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Job(std::string id, std::string tenant, std::string partition)
-      : id_(std::move(id)), tenant_(std::move(tenant)), partition_(std::move(partition)), created_(Clock::now()) {}
+  Job(std::string id, std::string tenant, std::string partition, std::string request_id = {})
+      : id_(std::move(id)),
+        tenant_(std::move(tenant)),
+        partition_(std::move(partition)),
+        request_id_(std::move(request_id)),
+        created_(Clock::now()) {}
 
   const std::string& id() const { return id_; }
+  const std::string& request_id() const { return request_id_; }  // the submitting request's (may be empty)
   const std::string& tenant() const { return tenant_; }
   const std::string& partition() const { return partition_; }
   Clock::time_point created() const { return created_; }
@@ -69,6 +74,11 @@ class Job {
   // Set by DELETE /v1/jobs/{id} or a disconnecting client; the executor
   // stops at the next node boundary.
   void request_cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // The same, naming the error the job ends with instead of 499 cancelled
+  // (a shutdown's drain cancels with 503 unavailable). The first reason wins.
+  void request_cancel(const Error& why);
+  // The reason given to request_cancel(why), if any.
+  std::optional<Error> cancel_reason() const;
   const std::atomic<bool>& cancel_flag() const { return cancel_; }
 
   // Valid once ended: the error (failed/cancelled) or the result (succeeded).
@@ -82,14 +92,16 @@ class Job {
   double run_ms() const;
 
  private:
-  const std::string id_, tenant_, partition_;
+  const std::string id_, tenant_, partition_, request_id_;
   const Clock::time_point created_;
   std::atomic<bool> cancel_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   JobState state_ = JobState::kQueued;
+  bool finalized_ = false;  // ended() ran on_final: waiters and on_end may go
   Clock::time_point started_{}, ended_{};
   std::optional<Error> error_;
+  std::optional<Error> cancel_reason_;
   std::shared_ptr<const JobResult> result_;
   std::function<bool()> canceller_;
   std::function<void()> on_end_;

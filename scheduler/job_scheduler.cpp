@@ -259,7 +259,7 @@ void JobScheduler::reconfigure(const std::vector<PartitionSpec>& partitions, con
   for (auto& p : parts_) p->cv.notify_all();
 }
 
-void JobScheduler::shutdown() {
+void JobScheduler::close() {
   std::vector<Failure> failures;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -272,6 +272,10 @@ void JobScheduler::shutdown() {
   for (auto& p : parts_) p->cv.notify_all();
   timer_cv_.notify_all();
   call_fails(failures);
+}
+
+void JobScheduler::shutdown() {
+  close();
   std::lock_guard<std::mutex> jl(join_mu_);
   if (joined_) return;
   for (auto& p : parts_) {

@@ -71,8 +71,12 @@ class JobScheduler {
   // Error(kInvalidArgument) before changing anything; no-op after shutdown().
   void reconfigure(const std::vector<PartitionSpec>& partitions, const std::vector<TenantSpec>& tenants);
 
-  // Stops accepting jobs, fails every queued job (kUnavailable), waits for
-  // running jobs to return and joins all threads. Idempotent.
+  // Stops accepting jobs and fails every queued job (kUnavailable); running
+  // jobs go on. Does not block on them (a drain calls it from the server's
+  // control strand). Idempotent.
+  void close();
+  // close(), then waits for running jobs to return and joins all threads.
+  // Idempotent.
   void shutdown();
 
   SchedulerStats stats() const;

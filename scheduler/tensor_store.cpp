@@ -27,7 +27,7 @@ void validate_tensor_name(const std::string& name) {
   }
 }
 
-Tensor TensorStore::owned(Tensor t) const {
+Tensor TensorStore::owned(Tensor t, bool enforce_quota) const {
   const auto& st = t.storage();
   // Charge per allocation: a buffer already charged to this tenant is not
   // charged again (one allocation, however many names); one charged to
@@ -36,7 +36,7 @@ Tensor TensorStore::owned(Tensor t) const {
   bool exclusive = st && !st->borrowed() && (!st->account() || st->account() == account_) && st->nbytes() == t.nbytes();
   if (!exclusive) t = t.clone();
   t.set_wrapped_number(false);
-  t.storage()->charge(account_);
+  t.storage()->charge(account_, enforce_quota);
   return t;
 }
 
@@ -51,6 +51,7 @@ bool TensorStore::put(const std::string& name, Tensor t) {
   Tensor o = owned(std::move(t));
   std::lock_guard<std::mutex> lk(mu_);
   auto [it, inserted] = tensors_.insert_or_assign(name, std::move(o));
+  ++version_;
   return inserted;
 }
 
@@ -61,6 +62,7 @@ bool TensorStore::erase(const std::string& name) {
   if (it == tensors_.end()) return false;
   old = std::move(it->second);
   tensors_.erase(it);
+  ++version_;
   return true;
 }
 
@@ -74,12 +76,13 @@ std::vector<StoredInfo> TensorStore::list(const std::string& prefix) const {
   return out;
 }
 
-void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes) {
+void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes, bool enforce_quota) {
   // Charge everything first; an exception drops the new tensors, which
   // releases whatever was charged, and leaves the map untouched.
-  for (auto& [name, t] : writes) t = owned(std::move(t));
+  for (auto& [name, t] : writes) t = owned(std::move(t), enforce_quota);
   std::vector<Tensor> old;
   std::lock_guard<std::mutex> lk(mu_);
+  if (!writes.empty()) ++version_;
   for (auto& [name, t] : writes) {
     auto it = tensors_.find(name);
     if (it != tensors_.end()) {
@@ -94,6 +97,17 @@ void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes) {
 std::vector<std::pair<std::string, Tensor>> TensorStore::snapshot() const {
   std::lock_guard<std::mutex> lk(mu_);
   return {tensors_.begin(), tensors_.end()};
+}
+
+std::vector<std::pair<std::string, Tensor>> TensorStore::snapshot(uint64_t& version) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  version = version_;
+  return {tensors_.begin(), tensors_.end()};
+}
+
+uint64_t TensorStore::version() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return version_;
 }
 
 }  // namespace tensord

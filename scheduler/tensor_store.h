@@ -33,19 +33,26 @@ class TensorStore {
   bool erase(const std::string& name);
   std::vector<StoredInfo> list(const std::string& prefix) const;
   // All-or-nothing: every write is charged before any is applied.
-  void commit(std::vector<std::pair<std::string, Tensor>> writes);
+  // enforce_quota = false (restoring a checkpoint): charged past the quota,
+  // so a tenant whose quota shrank since keeps its state.
+  void commit(std::vector<std::pair<std::string, Tensor>> writes, bool enforce_quota = true);
   // Snapshot of everything (checkpoints).
   std::vector<std::pair<std::string, Tensor>> snapshot() const;
+  // Snapshot with the store's version: it changes on every put, erase and
+  // commit, so a checkpoint of an unchanged store can be skipped.
+  std::vector<std::pair<std::string, Tensor>> snapshot(uint64_t& version) const;
+  uint64_t version() const;
 
   const std::shared_ptr<MemoryAccount>& account() const { return account_; }
 
  private:
   // A tensor that owns exactly its bytes, charged to this tenant.
-  Tensor owned(Tensor t) const;
+  Tensor owned(Tensor t, bool enforce_quota = true) const;
 
   std::shared_ptr<MemoryAccount> account_;
   mutable std::mutex mu_;
   std::map<std::string, Tensor> tensors_;
+  uint64_t version_ = 0;  // under mu_
 };
 
 // Validates a tensor name: [A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*, at most 256

@@ -18,13 +18,14 @@ class Job;
 struct Tenant;
 class TenantRegistry;
 class JobTable;
+class Checkpointer;
 
 struct AppContext {
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
   JobTable* jobs = nullptr;  // async jobs (POST /v1/jobs)
   std::string version;
-  std::string state_dir;  // empty: no checkpoints
+  Checkpointer* checkpointer = nullptr;  // POST /v1/checkpoint (off without --state-dir)
   size_t max_body_bytes = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::function<bool()> draining;  // readiness

@@ -6,7 +6,8 @@
 
 namespace tensord {
 
-Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
+namespace {
+Tenant& identify(const HttpRequest& req, const TenantRegistry& reg) {
   if (reg.anonymous()) return *reg.default_tenant();
   const std::string& h = req.header("authorization");
   if (h.empty()) throw Error(ErrorCode::kUnauthenticated, "missing Authorization: Bearer <token>");
@@ -24,6 +25,13 @@ Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
   Tenant* t = reg.by_token_hash(sha256_hex(std::string_view(h).substr(start)));
   if (!t) throw Error(ErrorCode::kUnauthenticated, "unknown token");
   return *t;
+}
+}  // namespace
+
+Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
+  Tenant& t = identify(req, reg);
+  if (req.caller) *req.caller = t.name;
+  return t;
 }
 
 void require_admin(const Tenant& t) {

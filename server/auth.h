@@ -12,6 +12,7 @@ class TenantRegistry;
 // The anonymous tenant when the server runs without --config; otherwise the
 // tenant whose token matches `Authorization: Bearer <token>`. Throws
 // Error(kUnauthenticated) when the header is missing, malformed or unknown.
+// Records the tenant's name in req.caller (the request's log line).
 Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg);
 
 // Throws Error(kForbidden) unless `t` is an admin.

@@ -1,6 +1,7 @@
 #include "server/config_reloader.h"
 
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,10 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <iostream>
 
-#include "api/checkpoint.h"
+#include "server/checkpointer.h"
 #include "api/config_json.h"
+#include "metrics/log.h"
 #include "metrics/metrics.h"
 #include "ops/error.h"
 #include "scheduler/config_reload.h"
@@ -29,6 +30,21 @@ prometheus::Counter& reloads(const std::string& result) {
   return family.Add({{"result", result}});
 }
 
+prometheus::Gauge& last_reload_ok() {
+  static auto& family = prometheus::BuildGauge()
+                            .Name("tensord_config_last_reload_successful")
+                            .Help("1 when the last config reload (SIGHUP) was applied or none was tried, 0 when it failed")
+                            .Register(metrics_registry());
+  return family.Add({});
+}
+
+bool failed_reload(const ReloadTarget& target, const std::string& why) {
+  reloads("error").Increment();
+  last_reload_ok().Set(0);
+  log::error("config reload failed, the running config stays in force", {{"path", target.config_path}, {"error", why}});
+  return false;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -37,10 +53,8 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 bool reload_config(const ReloadTarget& target) {
-  prometheus::Counter& ok = reloads("ok");
-  prometheus::Counter& failed = reloads("error");
   if (target.config_path.empty()) {
-    std::cerr << "tensord: SIGHUP: no --config file, nothing to reload" << std::endl;
+    log::warn("SIGHUP: no --config file, nothing to reload");
     return false;
   }
   const ServerConfig running = target.engine->config();
@@ -48,44 +62,37 @@ bool reload_config(const ReloadTarget& target) {
   try {
     plan = plan_reload(running, load_config_file(target.config_path), target.tenants->partitions_by_tenant());
   } catch (const Error& e) {
-    failed.Increment();
-    std::cerr << "tensord: config reload failed, the running config stays in force: " << e.message() << std::endl;
-    return false;
+    return failed_reload(target, e.message());
   } catch (const std::exception& e) {  // e.g. bad_alloc reading an absurd file
-    failed.Increment();
-    std::cerr << "tensord: config reload failed, the running config stays in force: " << e.what() << std::endl;
-    return false;
+    return failed_reload(target, e.what());
   }
-  for (const auto& n : plan.notes) std::cerr << "tensord: config reload: " << n << std::endl;
+  for (const auto& n : plan.notes) log::warn("config reload: " + n);
   TenantRegistry::ReloadResult res;
   try {
     // The scheduler first, so a new tenant's queue exists before its token works.
     target.engine->reload(plan.effective);
     try {
       res = target.tenants->reload(plan.effective, [&target](Tenant& t) {
-        if (target.state_dir.empty()) return;
-        // A corrupt checkpoint refuses the reload rather than lose data.
-        int64_t n = restore_checkpoint(target.state_dir, t);
-        if (n) std::cerr << "tensord: restored " << n << " tensors of " << t.name << std::endl;
+        // A corrupt checkpoint is skipped and logged, as at start.
+        if (target.checkpointer) target.checkpointer->restore(t);
       });
     } catch (...) {
       target.engine->reload(running);  // back to the running config
       throw;
     }
   } catch (const Error& e) {
-    failed.Increment();
-    std::cerr << "tensord: config reload failed, the running config stays in force: " << e.message() << std::endl;
-    return false;
+    return failed_reload(target, e.message());
   } catch (const std::exception& e) {
-    failed.Increment();
-    std::cerr << "tensord: config reload failed, the running config stays in force: " << e.what() << std::endl;
-    return false;
+    return failed_reload(target, e.what());
   }
   for (Tenant* t : target.tenants->all()) target.engine->record_tenant_memory(*t);
-  ok.Increment();
-  std::cerr << "tensord: config reloaded from " << target.config_path << ": " << plan.effective.tenants.size()
-            << " tenants; added " << join(res.added) << "; restored " << join(res.restored) << "; removed "
-            << join(res.removed) << std::endl;
+  reloads("ok").Increment();
+  last_reload_ok().Set(1);
+  log::info("config reloaded", {{"path", target.config_path},
+                                {"tenants", plan.effective.tenants.size()},
+                                {"added", join(res.added)},
+                                {"restored", join(res.restored)},
+                                {"removed", join(res.removed)}});
   return true;
 }
 
@@ -104,7 +111,7 @@ extern "C" void on_sighup(int) {
 void install_reload_signal_handler() {
   if (g_reload_pipe[0] >= 0) return;
   if (pipe2(g_reload_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    std::cerr << "tensord: cannot create the SIGHUP pipe; config reload is off" << std::endl;
+    log::error("cannot create the SIGHUP pipe; config reload is off");
     return;
   }
   struct sigaction sa {};
@@ -119,6 +126,7 @@ ReloadSignalWatcher::ReloadSignalWatcher(std::function<void()> on_signal) {
   // Both series exist (at 0) from the start, so rate() and alerts work.
   reloads("ok");
   reloads("error");
+  last_reload_ok().Set(1);
   thread_ = std::thread([this, fn = std::move(on_signal)] {
     const int fd = g_reload_pipe[0];
     if (fd < 0) return;

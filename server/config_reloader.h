@@ -13,10 +13,11 @@ namespace tensord {
 
 class Engine;
 class TenantRegistry;
+class Checkpointer;
 
 struct ReloadTarget {
   std::string config_path;  // empty: no --config, nothing to reload
-  std::string state_dir;    // new tenants' checkpoints are restored from it
+  Checkpointer* checkpointer = nullptr;  // restores new tenants' checkpoints (null: none)
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
 };

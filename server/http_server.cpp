@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <iostream>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "metrics/log.h"
 #include "server/beast.h"
 #include "server/http_metrics.h"
 #include "server/listener.h"
@@ -44,10 +44,13 @@ struct HttpServer::Impl {
   // Declared before the io_context: queued handlers (sessions) that die with
   // the io_context still reach the state.
   std::shared_ptr<ServerState> state = std::make_shared<ServerState>();
-  std::function<void()> on_drain;
+  DrainHooks hooks;
   int threads = 2;
   std::atomic<bool> ran{false};
+  int signals_seen = 0;  // on the control strand
   std::chrono::steady_clock::time_point drain_deadline;
+  bool expired = false;  // the drain's timeout passed: cancelling
+  std::chrono::steady_clock::time_point grace_deadline;
 
   net::io_context ioc;
   // Server control (signals, drain) is serialized on one strand.
@@ -61,40 +64,74 @@ struct HttpServer::Impl {
   explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
 
   void wait_signal() {
-    signals.async_wait([this](beast::error_code ec, int) {
+    signals.async_wait([this](beast::error_code ec, int sig) {
       if (ec) return;
-      if (state->draining.load()) {
-        std::cerr << "tensord: second signal, stopping now" << std::endl;
+      ++signals_seen;
+      if (!state->draining.load()) {
+        log::info("signal: draining", {{"signal", sig},
+                                       {"drain_timeout_s", static_cast<int64_t>(state->options.drain_timeout.count())},
+                                       {"requests", state->inflight.load()},
+                                       {"jobs", busy()}});
+        begin_drain();
+      } else if (signals_seen == 2) {
+        log::warn("second signal: cancelling what runs now", {{"signal", sig}});
+        drain_deadline = std::chrono::steady_clock::now();  // poll_drain expires it at its next tick
+      } else {
+        log::warn("third signal: stopping now", {{"signal", sig}});
         ioc.stop();
         return;
       }
-      begin_drain();
       wait_signal();
     });
+  }
+
+  template <class F>
+  void call_hook(const char* what, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      log::error(std::string("drain ") + what + " failed", {{"error", e.what()}});
+    }
+  }
+
+  size_t busy() {
+    size_t n = 0;
+    if (hooks.busy) call_hook("busy", [&] { n = hooks.busy(); });
+    return n;
   }
 
   // On the control strand.
   void begin_drain() {
     if (state->draining.exchange(true)) return;
     listener->stop();
-    if (on_drain) {
-      try {
-        on_drain();
-      } catch (const std::exception& e) {
-        std::cerr << "tensord: on_drain: " << e.what() << std::endl;
-      }
-    }
+    if (hooks.begin) call_hook("begin", hooks.begin);
     drain_deadline = std::chrono::steady_clock::now() + state->options.drain_timeout;
     poll_drain();
   }
 
   void poll_drain() {
-    if (state->inflight.load() == 0 || std::chrono::steady_clock::now() >= drain_deadline) {
-      if (state->inflight.load() != 0) {
-        std::cerr << "tensord: drain timeout with " << state->inflight.load() << " requests in flight" << std::endl;
-      }
+    const size_t requests = state->inflight.load();
+    const size_t work = busy();
+    if (requests == 0 && work == 0) {
+      log::info("drained", {{"expired", expired}});
       ioc.stop();
       return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!expired && now >= drain_deadline) {
+      expired = true;
+      grace_deadline = now + kCancelGrace;
+      log::warn("drain timeout: cancelling what still runs", {{"requests", requests}, {"jobs", work}});
+    }
+    if (expired) {
+      // Again on every tick: a job that started running meanwhile is caught.
+      if (hooks.expire) call_hook("expire", hooks.expire);
+      if (now >= grace_deadline) {
+        log::warn("still in flight after cancelling: stopping",
+                  {{"requests", requests}, {"jobs", work}, {"grace_s", static_cast<int64_t>(kCancelGrace.count())}});
+        ioc.stop();
+        return;
+      }
     }
     drain_timer.expires_after(kDrainPoll);
     drain_timer.async_wait([this](beast::error_code ec) {
@@ -109,9 +146,9 @@ struct HttpServer::Impl {
         ioc.run();
         return;
       } catch (const std::exception& e) {
-        std::cerr << "tensord: io thread: " << e.what() << std::endl;
+        log::error("io thread: exception", {{"error", e.what()}});
       } catch (...) {
-        std::cerr << "tensord: io thread: unknown exception" << std::endl;
+        log::error("io thread: unknown exception");
       }
     }
   }
@@ -155,8 +192,12 @@ void HttpServer::request_stop() {
   net::post(impl_->control, [impl = impl_.get()] { impl->begin_drain(); });
 }
 
+void HttpServer::set_drain_hooks(DrainHooks hooks) {
+  impl_->hooks = std::move(hooks);
+}
+
 void HttpServer::set_on_drain(std::function<void()> on_drain) {
-  impl_->on_drain = std::move(on_drain);
+  impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
 void HttpServer::set_stream_service(std::shared_ptr<StreamService> streams) {

@@ -45,10 +45,14 @@ class HttpServer {
   uint16_t port() const;
 
   // Blocks: runs the io_context on io_threads threads (this one included).
-  // On SIGINT/SIGTERM or request_stop(): stops accepting, marks draining,
-  // calls on_drain, waits until no request is in flight or drain_timeout
-  // passed, then stops and returns. A second signal stops at once. Handlers
-  // run on the io threads. Call once.
+  // On SIGINT/SIGTERM or request_stop(): stops accepting (new requests get
+  // 503 with Retry-After), marks draining and calls hooks.begin; waits until
+  // no request is in flight and hooks.busy() is 0, or drain_timeout passed.
+  // Past the timeout it calls hooks.expire (cancel what runs) and waits up
+  // to kCancelGrace more for the cancelled work to answer, then stops and
+  // returns. A second signal ends the wait at once (expire, grace); a third
+  // stops at once. The signal handling never blocks the control strand.
+  // Handlers run on the io threads. Call once.
   void run();
 
   // True once draining started. Thread-safe.
@@ -60,9 +64,20 @@ class HttpServer {
   // Same as SIGTERM. Thread-safe; before run() it takes effect when run() starts.
   void request_stop();
 
-  // Called once, on an io thread, when draining starts (e.g. to cancel jobs).
-  // Set before run().
+  // What a drain waits for and cancels besides HTTP requests (jobs). Each
+  // hook runs on the server's control strand and must not block. Set before
+  // run().
+  struct DrainHooks {
+    std::function<void()> begin;    // once, when draining starts: refuse new work
+    std::function<size_t()> busy;   // work still running that the drain waits for
+    std::function<void()> expire;   // the timeout passed: cancel the rest (called again while it lasts)
+  };
+  void set_drain_hooks(DrainHooks hooks);
+  // Same as set_drain_hooks({on_drain, {}, {}}).
   void set_on_drain(std::function<void()> on_drain);
+
+  // How long cancelled work may take to stop and answer after the timeout.
+  static constexpr std::chrono::seconds kCancelGrace{2};
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <iostream>
 #include <utility>
 
 #include "api/error_reply.h"
@@ -17,6 +16,7 @@
 #include "server/server_state.h"
 #include "server/stream_service.h"
 #include "server/websocket_session.h"
+#include "metrics/log.h"
 #include "metrics/trace_buffer.h"
 #include "metrics/trace_request_scope.h"
 
@@ -88,8 +88,10 @@ HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
 
 HttpResponse internal_error(const char* what, const std::string& request_id, const std::string& method,
                             const std::string& route) {
-  std::cerr << "tensord: internal error: request_id=" << request_id << " " << method << " "
-            << (route.empty() ? std::string("(unmatched)") : route) << ": " << what << std::endl;
+  log::error("internal error", {{"request_id", request_id},
+                                {"method", method},
+                                {"route", route.empty() ? std::string("unmatched") : route},
+                                {"error", what}});
   return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id);
 }
 
@@ -129,6 +131,8 @@ void HttpSession::do_read_header() {
   request_id_.clear();
   route_.clear();
   method_.clear();
+  caller_.reset();
+  bytes_in_ = 0;
   version_ = 11;
   // The first request must arrive within header_timeout; later ones on a
   // kept-alive connection within idle_timeout.
@@ -234,6 +238,8 @@ void HttpSession::handle_request() {
   }
   req.body = std::move(msg.body());
   req.request_id = request_id_;
+  caller_ = req.caller;
+  bytes_in_ = req.body.size();
 
   const bool client_keep_alive = msg.keep_alive();
   bool offload = false, async = false;
@@ -368,14 +374,21 @@ void HttpSession::handle_async(HttpRequest&& req, std::string route_template, si
 void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
   int status = out.status;
   if (status < 200 || status > 999) {
-    std::cerr << "tensord: internal error: request_id=" << request_id_ << " handler returned status " << status
-              << std::endl;
+    log::error("internal error: a handler returned a bad status", {{"request_id", request_id_}, {"status", status}});
     out = safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id_);
     status = out.status;
   }
-  if (state_->metrics != nullptr) {
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    state_->metrics->record(route_, method_, status, seconds);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (state_->metrics != nullptr) state_->metrics->record(route_, method_, status, seconds);
+  if (log::enabled(log::Level::kInfo)) {
+    log::info("request", {{"request_id", request_id_},
+                          {"tenant", caller_ ? *caller_ : std::string()},
+                          {"method", method_},
+                          {"route", route_.empty() ? std::string("unmatched") : route_},
+                          {"status", status},
+                          {"duration_ms", seconds * 1e3},
+                          {"bytes_in", bytes_in_},
+                          {"bytes_out", head ? size_t{0} : out.body.size()}});
   }
 
   res_ = {};
@@ -396,7 +409,7 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
   bool has_length = false;
   for (const auto& [name, value] : out.headers) {
     if (!valid_header(name, value)) {
-      std::cerr << "tensord: request_id=" << request_id_ << ": dropped invalid response header " << name << std::endl;
+      log::error("dropped an invalid response header", {{"request_id", request_id_}, {"header", name}});
       continue;
     }
     if (iequals(name, "content-length")) {

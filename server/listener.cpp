@@ -1,9 +1,9 @@
 #include "server/listener.h"
 
 #include <chrono>
-#include <iostream>
 #include <utility>
 
+#include "metrics/log.h"
 #include "server/http_session.h"
 #include "server/server_state.h"
 
@@ -42,7 +42,7 @@ void Listener::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
   if (ec) {
     // E.g. EMFILE: out of descriptors. Back off instead of spinning.
-    std::cerr << "tensord: accept: " << ec.message() << "\n";
+    log::warn("accept failed", {{"error", ec.message()}});
     retry_timer_.expires_after(std::chrono::milliseconds(50));
     retry_timer_.async_wait([self = shared_from_this()](beast::error_code wait_ec) {
       if (!wait_ec) self->do_accept();

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
-#include "api/checkpoint.h"
 #include "api/config_json.h"
 #include "metrics/metrics.h"
 #include "metrics/trace_buffer.h"
@@ -16,7 +16,10 @@
 #include "scheduler/tenant.h"
 #include "scheduler/job_table.h"
 #include "scheduler/tenant_registry.h"
+#include "metrics/log.h"
 #include "server/app.h"
+#include "server/checkpointer.h"
+#include "server/shutdown_watchdog.h"
 #include "server/config_reloader.h"
 #include "server/http_server.h"
 #include "server/stream_service.h"
@@ -39,8 +42,13 @@ const char* kUsage =
     "  --config FILE             partitions and tenants (JSON, API.md section 9); without it one\n"
     "                            anonymous tenant 'default' is served, on loopback addresses only\n"
     "                            (SIGHUP re-reads it: tenants, quotas and limits change live)\n"
-    "  --state-dir DIR           keep stored tensors there (restored at start, saved at exit)\n"
-    "  --drain-timeout S         seconds to finish in-flight requests on SIGTERM (default 30)\n"
+    "  --state-dir DIR           keep stored tensors there (restored at start, saved at exit,\n"
+    "                            on POST /v1/checkpoint and every --checkpoint-every seconds)\n"
+    "  --checkpoint-every S      seconds between checkpoints of changed tenants (default 60; 0 = off)\n"
+    "  --drain-timeout S         on SIGTERM, seconds running jobs may finish before they are\n"
+    "                            cancelled (default 30); a second SIGTERM cancels at once\n"
+    "  --log-format text|json    stderr log lines as text or one JSON object each (default text)\n"
+    "  --log-level L             debug|info|warn|error (default info)\n"
     "  --metrics on|off          record Prometheus metrics (default on); off: /metrics has only\n"
     "                            tensord_build_info and process_*, to measure recording's cost\n"
     "  --trace on|off            record /v1/trace spans (default on); off: /v1/trace is empty\n"
@@ -67,6 +75,9 @@ int main(int argc, char** argv) {
   ServerOptions sopt;
   std::string backend_name = "auto", state_dir, config_path;
   int threads = 0, workqueue_limit = 2;
+  std::chrono::seconds checkpoint_every{60};
+  log::Format log_format = log::Format::kText;
+  log::Level log_level = log::Level::kInfo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -103,6 +114,14 @@ int main(int argc, char** argv) {
       sopt.max_body_bytes = static_cast<size_t>(parse_int(flag, value(), 1, 1LL << 40));
     } else if (flag == "--state-dir") {
       state_dir = value();
+    } else if (flag == "--checkpoint-every") {
+      checkpoint_every = std::chrono::seconds(parse_int(flag, value(), 0, 86400 * 365));
+    } else if (flag == "--log-format") {
+      std::string v = value();
+      if (!log::parse_format(v, log_format)) usage_error("--log-format must be text or json, got '" + v + "'");
+    } else if (flag == "--log-level") {
+      std::string v = value();
+      if (!log::parse_level(v, log_level)) usage_error("--log-level must be debug, info, warn or error, got '" + v + "'");
     } else if (flag == "--drain-timeout") {
       sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
     } else if (flag == "--config") {
@@ -120,6 +139,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  log::configure(log_format, log_level);
   ServerConfig config;
   if (config_path.empty()) {
     config = default_config(workqueue_limit);
@@ -130,7 +150,7 @@ int main(int argc, char** argv) {
     try {
       config = load_config_file(config_path);
     } catch (const Error& e) {
-      std::cerr << "tensord: " << e.message() << "\n";
+      log::error("bad --config", {{"path", config_path}, {"error", e.message()}});
       return 2;
     }
   }
@@ -146,7 +166,7 @@ int main(int argc, char** argv) {
     // The CPU backend's own pool stays empty: each partition has its pool.
     backend = make_backend(backend_name, 1);
     if (!backend) {
-      std::cerr << "tensord: backend " << backend_name << " is not available (not compiled in, or no device)\n";
+      log::error("backend " + backend_name + " is not available (not compiled in, or no device)");
       return 2;
     }
   } else {
@@ -161,46 +181,78 @@ int main(int argc, char** argv) {
     eopt.metrics = sopt.record_metrics;
     Engine engine(std::move(backend), config, eopt);
     TenantRegistry tenants(config);
-    if (!state_dir.empty()) {
-      for (Tenant* t : tenants.all()) {
-        int64_t n = restore_checkpoint(state_dir, *t);
-        if (n) std::cerr << "tensord: restored " << n << " tensors of " << t->name << " from " << state_dir << "\n";
-      }
-    }
+    Checkpointer checkpointer(state_dir, &tenants);
+    for (Tenant* t : tenants.all()) checkpointer.restore(*t);  // a corrupt file is logged and skipped
     AppContext app;
     app.engine = &engine;
     app.tenants = &tenants;
     JobTable jobs;
     app.jobs = &jobs;
     app.version = TENSORD_VERSION;
-    app.state_dir = state_dir;
+    app.checkpointer = &checkpointer;
     app.max_body_bytes = sopt.max_body_bytes;
     auto router = build_router(app);
     HttpServer server(sopt, router);
     app.draining = [&server] { return server.draining(); };
-    server.set_on_drain([&engine] { engine.shutdown(); });
+    // The shutdown of API.md 10. The hooks run on the server's control
+    // strand and never block: new jobs are refused at once, running ones
+    // get --drain-timeout, then are cancelled at their next node boundary
+    // (their clients get 503).
+    ShutdownWatchdog watchdog(sopt.drain_timeout + HttpServer::kCancelGrace, checkpointer);
+    server.set_drain_hooks(HttpServer::DrainHooks{
+        [&engine, &watchdog] {
+          watchdog.arm();
+          engine.begin_drain();
+        },
+        [&engine] { return engine.running_jobs(); },
+        [&engine] { engine.cancel_running(Error(ErrorCode::kUnavailable, "server is shutting down")); }});
     server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
-    std::cerr << "tensord " << TENSORD_VERSION << " (" << bname << ") listening on http://" << host << ":"
-              << server.port() << std::endl;
+    // The line scripts wait for ends with the URL (they split it off the line).
+    log::info("tensord " TENSORD_VERSION " (" + bname + ") listening on http://" + host + ":" +
+              std::to_string(server.port()));
+    log::info("serving", {{"backend", bname},
+                          {"partitions", config.partitions.size()},
+                          {"tenants", config.tenants.size()},
+                          {"state_dir", state_dir},
+                          {"checkpoint_every_s", state_dir.empty() ? 0 : checkpoint_every.count()},
+                          {"drain_timeout_s", static_cast<int64_t>(sopt.drain_timeout.count())}});
+    checkpointer.start_timer(checkpoint_every);
+    // Memory gauges read the accounts at each scrape: bytes are freed
+    // wherever a tensor dies (a DELETE, a reply sent, a job result expiring).
+    ScrapeHook memory_gauges([&engine, &tenants] {
+      for (Tenant* t : tenants.all_with_retired()) engine.record_tenant_memory(*t);
+      engine.record_device_memory();
+    });
     // SIGHUP: re-read --config (server/config_reloader.h).
     auto reloader = std::make_unique<ReloadSignalWatcher>(
-        [target = ReloadTarget{config_path, state_dir, &engine, &tenants}] { reload_config(target); });
+        [target = ReloadTarget{config_path, &checkpointer, &engine, &tenants}] { reload_config(target); });
     server.run();
     reloader.reset();
-    engine.shutdown();
-    if (!state_dir.empty()) {
-      for (Tenant* t : tenants.all_with_retired()) {  // tenants removed by a reload keep their tensors
-        auto ci = write_checkpoint(state_dir, *t);
-        std::cerr << "tensord: checkpointed " << ci.tensors << " tensors to " << ci.path << "\n";
-      }
+    checkpointer.stop_timer();
+    // Whatever still runs was cancelled by the drain (or the server was
+    // stopped by a third signal): ask again, then checkpoint what is stored.
+    engine.begin_drain();
+    engine.cancel_running(Error(ErrorCode::kUnavailable, "server is shutting down"));
+    if (watchdog.begin_final_checkpoint()) {
+      const int failed = checkpointer.write_all("shutdown");
+      if (failed) log::error("shutdown checkpoint failed for some tenants", {{"tenants", failed}});
+      watchdog.end_final_checkpoint();
     }
-    std::cerr << "tensord: stopped\n";
+    // A job stuck inside one long kernel cannot stop at a node boundary:
+    // the process does not wait for it.
+    for (int i = 0; i < 100 && engine.running_jobs() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (engine.running_jobs() > 0) {
+      log::warn("exiting with jobs still inside a kernel", {{"jobs", engine.running_jobs()}});
+      ShutdownWatchdog::exit_now(0);
+    }
+    engine.shutdown();
+    log::info("stopped");
   } catch (const Error& e) {
-    std::cerr << "tensord: " << e.message() << "\n";
+    log::error(e.message());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "tensord: " << e.what() << "\n";
+    log::error(e.what());
     return 1;
   }
   return 0;

@@ -82,6 +82,7 @@ void add_graph_routes(Router& r, AppContext& app) {
     auto g = find_graph(*store, req, tenant);
     JobSpec spec = parse_replay_request(req);
     spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
+    spec.request_id = req.request_id;
     for (const auto& [out, stored_name] : spec.store) {
       for (const auto& [name, id] : g->program->outputs) {
         if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {

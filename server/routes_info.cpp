@@ -10,6 +10,7 @@
 #include "ops/op_registry.h"
 #include "scheduler/engine.h"
 #include "server/app.h"
+#include "server/auth.h"
 
 namespace tensord {
 
@@ -156,10 +157,16 @@ void add_info_routes(Router& r, AppContext& app) {
   r.add("GET", "/v2/health/live", live);
   r.add("GET", "/readyz", ready);
   r.add("GET", "/v2/health/ready", ready);
-  r.add("GET", "/v1/info", [&app](HttpRequest&) { return json_response(200, info_json(app)); });
+  // With tenants configured these need a token (API.md 9): what runs where
+  // (partitions, cores, devices) is not for anonymous callers.
+  r.add("GET", "/v1/info", [&app](HttpRequest& req) {
+    authenticate(req, *app.tenants);
+    return json_response(200, info_json(app));
+  });
   // The op table never changes after start: render it once.
   auto ops = std::make_shared<std::string>();
-  r.add("GET", "/v1/ops", [&app, ops](HttpRequest&) {
+  r.add("GET", "/v1/ops", [&app, ops](HttpRequest& req) {
+    authenticate(req, *app.tenants);
     static std::once_flag once;
     std::call_once(once, [&] { *ops = ops_json(app); });
     return json_response(200, *ops);

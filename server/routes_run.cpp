@@ -37,6 +37,7 @@ JobSpec parse_job_request(HttpRequest& req) {
     rapidjson::Document d = parse_json_object(req.body, "body");
     spec = job_spec_from_json(d, {});
   }
+  spec.request_id = req.request_id;
   return spec;
 }
 

@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include "api/checkpoint.h"
+#include "server/checkpointer.h"
 #include "api/json_tensor.h"
 #include "api/safetensors.h"
 #include "ops/error.h"
@@ -150,8 +151,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
 
   add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    if (app.state_dir.empty()) throw Error(ErrorCode::kUnavailable, "no --state-dir: checkpoints are off");
-    CheckpointInfo ci = write_checkpoint(app.state_dir, tenant);
+    CheckpointInfo ci = app.checkpointer->write(tenant, "request");
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();

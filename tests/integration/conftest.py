@@ -26,7 +26,7 @@ if CLIENT_PATH not in sys.path:
 
 import tensord  # noqa: E402
 
-LISTEN_RE = re.compile(r"listening on (http://[^\s]+)")
+LISTEN_RE = re.compile(r'listening on (http://[^\s"]+)')  # a text or a JSON log line
 START_TIMEOUT = 30
 STOP_TIMEOUT = 30
 

@@ -106,7 +106,7 @@ def test_sighup_reload_applies_tenants_and_keeps_jobs():
         assert names["alice"]["max_queued"] == 1
         assert names["alice"]["memory_limit_bytes"] == 2 << 20
         assert names["alice"]["stored_tensors"] == 1 and names["alice"]["memory_bytes"] >= 16
-        info = requests.get(url + "/v1/info", timeout=10).json()
+        info = requests.get(url + "/v1/info", headers=hdr("root"), timeout=10).json()
         parts = {p["name"]: p for p in info["partitions"]}
         assert parts["batch"]["workqueue_limit"] == 3
         assert parts["interactive"]["share"] == 0.5  # layout kept

@@ -325,3 +325,37 @@ def test_associative_scan_in_a_captured_graph(client):
         out = g.replay(x0=x)
         np.testing.assert_array_equal(out["y0"], np.minimum.accumulate(x))
         assert op_launches(client, "minimum") - before == 10
+
+
+def test_a_value_listed_twice_in_outputs(client):
+    """API.md 4: outputs may name one value more than once; the answer names it once."""
+    prog = {"inputs": {"x": f32([3])},
+            "nodes": [{"id": "a", "op": "add", "args": ["x", 1.0], "outputs": ["y"]}],
+            "outputs": ["y", "y"]}
+    out = client.run(prog, inputs={"x": np.array([1, 2, 3], np.float32)})
+    assert list(out) == ["y"]
+    np.testing.assert_array_equal(out["y"], [2, 3, 4])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_body_returns_its_carry_as_its_y(client, reverse):
+    """torch's cumsum-by-scan idiom: the body returns the new carry twice (carry and y)."""
+    xs = np.random.default_rng(5).random(6).astype(np.float32)
+    prog = {"inputs": {"init": f32([]), "xs": f32([6])},
+            "nodes": [{"id": "s", "op": "scan", "args": ["init", "xs"], "kwargs": {"reverse": reverse},
+                       "outputs": ["c", "ys"],
+                       "body": sub({"c": f32([]), "x": f32([])},
+                                   [{"id": "a", "op": "add", "args": ["c", "x"], "outputs": ["c2"]}],
+                                   ["c2", "c2"])}],
+            "outputs": ["c", "ys"]}
+    out = client.run(prog, inputs={"init": np.array(0, np.float32), "xs": xs})
+    src = xs[::-1] if reverse else xs
+    ref = np.cumsum(src)
+    if reverse:
+        ref = ref[::-1]
+    np.testing.assert_allclose(out["ys"], ref, rtol=1e-6)
+    np.testing.assert_allclose(out["c"], xs.sum(), rtol=1e-6)
+    # And captured: the replay plan takes the same program.
+    g = client.capture(prog, {"init": ("float32", []), "xs": ("float32", [6])})
+    rep = g.replay(init=np.array(0, np.float32), xs=xs)
+    np.testing.assert_allclose(rep["ys"], out["ys"], rtol=0, atol=0)

@@ -192,7 +192,7 @@ def test_queue_full_429_and_limit_1_partition():
         deadline = time.time() + 60
         states = {}
         while time.time() < deadline:
-            info = requests.get(srv.url + "/v1/info", timeout=10).json()
+            info = requests.get(srv.url + "/v1/info", headers=hdr("alice"), timeout=10).json()
             one = [p for p in info["partitions"] if p["name"] == "one"][0]
             assert one["inflight"] <= 1, one
             # Job states are read one GET at a time, so two "running" in one

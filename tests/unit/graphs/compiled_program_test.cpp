@@ -163,8 +163,12 @@ TEST(CompileProgram, OutputsMustExistOnce) {
   p.nodes.push_back(node("n", "neg", {ref("x")}, {"y"}));
   p.outputs = {"nope"};
   EXPECT_EQ(code_of(p), ErrorCode::kInvalidProgram);
+  // A value listed twice is valid (API.md 4: a scan body returns its carry
+  // as its y too); outputs stay positional.
   p.outputs = {"y", "y"};
-  EXPECT_EQ(code_of(p), ErrorCode::kInvalidProgram);
+  CompiledProgram cp = compile_program(p, x23(), kNoStore);
+  ASSERT_EQ(cp.outputs.size(), 2u);
+  EXPECT_EQ(cp.outputs[0].second, cp.outputs[1].second);
 }
 
 TEST(CompileProgram, MemoryPlanFreesAfterLastUse) {

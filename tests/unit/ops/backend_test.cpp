@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <numeric>
 #include <thread>
@@ -27,6 +28,9 @@ TEST(BackendRegistry, CpuAlwaysThere) {
   EXPECT_GT(cpu->devices()[0].total_memory, 0);
   EXPECT_TRUE(cpu->libraries().count("openblas"));
   EXPECT_FALSE(make_backend("nope"));
+  // The fake backend is for tests, linked into them alone: no server serves it.
+  EXPECT_FALSE(make_backend("fake"));
+  EXPECT_EQ(std::count(names.begin(), names.end(), "fake"), 0);
 }
 
 TEST(CpuBackend, MemoryAccountingAndCopies) {

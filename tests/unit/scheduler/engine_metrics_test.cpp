@@ -155,6 +155,11 @@ TEST(EngineMetrics, JobSeriesByState) {
   m.job_finished("em-tenant", "em-part", "succeeded", 0.001, 0.5);
   m.job_finished("em-tenant", "em-part", "succeeded", 0.002, 0.25);
   m.job_finished("em-tenant", "em-part", "failed", 0.003, 0.0);
+  // Busy time comes from the engine while jobs run, not from their ends.
+  m.tenant_busy("em-tenant", "em-part", 0.5);
+  m.tenant_busy("em-tenant", "em-part", 0.25);
+  m.tenant_busy("em-tenant", "em-part", 0.0);   // nothing
+  m.tenant_busy("em-tenant", "em-part", -1.0);  // never negative
   auto fams = collect_metrics();
   const auto* ok = find_series(fams, "tensord_jobs_total",
                                {{"tenant", "em-tenant"}, {"partition", "em-part"}, {"state", "succeeded"}});

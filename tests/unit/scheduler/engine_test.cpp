@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -450,6 +451,78 @@ TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost)
   EXPECT_EQ(f->copies_to_device(), uploads) << "the stored y is already on the device";
   ASSERT_TRUE(r2.outputs[0].second.on_host());
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 16.f);
+}
+
+}  // namespace
+}  // namespace tensord
+
+namespace tensord {
+namespace {
+using namespace testing_util;
+
+// A shutdown's drain: begin_drain refuses new jobs and fails queued ones
+// with 503 without waiting for the running one; cancel_running ends that one
+// at its next node boundary with the drain's error (503), not 499.
+TEST(EngineDrain, BeginDrainDoesNotWaitAndCancelRunningEndsWithTheReason) {
+  auto e = make_engine(1);
+  Tenant t(config_with(1).tenants[0]);
+  auto running = e->submit(t, long_job(20000));
+  for (int i = 0; i < 2000 && running->state() == JobState::kQueued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(running->state(), JobState::kRunning);
+  auto queued = e->submit(t, add_job(f32({2}, {1, 2})));
+  EXPECT_EQ(e->running_jobs(), 1u);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  e->begin_drain();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << "begin_drain must not block";
+  EXPECT_EQ(queued->state(), JobState::kFailed);
+  EXPECT_EQ(queued->error()->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(running->state(), JobState::kRunning) << "running jobs get the drain timeout";
+  EXPECT_THROW(e->submit(t, add_job(f32({1}, {1}))), Error);
+
+  EXPECT_EQ(e->cancel_running(Error(ErrorCode::kUnavailable, "server is shutting down")), 1u);
+  EXPECT_EQ(running->wait(), JobState::kFailed);
+  EXPECT_EQ(running->error()->code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(e->running_jobs(), 0u);
+  e->shutdown();
+}
+
+TEST(EngineDrain, PlainCancelStaysCancelled) {
+  auto e = make_engine(1);
+  Tenant t(config_with(1).tenants[0]);
+  auto running = e->submit(t, long_job(20000));
+  for (int i = 0; i < 2000 && running->state() == JobState::kQueued; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  running->cancel("client went away");
+  EXPECT_EQ(running->wait(), JobState::kCancelled);
+  EXPECT_EQ(running->error()->code(), ErrorCode::kCancelled);
+  e->shutdown();
+}
+
+// Job::on_end registered while the job is ending (on_final still running)
+// must not overtake on_final: the answer would go out before the job is
+// counted. (EngineMetricsOrder caught it once a log line widened the window.)
+TEST(JobOnFinal, AnOnEndRegisteredWhileOnFinalRunsWaitsForIt) {
+  for (int i = 0; i < 50; ++i) {
+    Job j("job-x", "t", "p");
+    std::atomic<bool> final_done{false}, in_final{false};
+    j.set_on_final([&](const Job&) {
+      in_final = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      final_done = true;
+    });
+    std::thread ender([&] { j.succeed(JobResult{}); });
+    while (!in_final) std::this_thread::yield();
+    std::atomic<bool> saw_final{false};
+    j.on_end([&] { saw_final = final_done.load(); });
+    EXPECT_EQ(j.wait(), JobState::kSucceeded);
+    EXPECT_TRUE(final_done.load()) << "wait() returns after on_final";
+    ender.join();
+    EXPECT_TRUE(saw_final.load()) << "run " << i;
+  }
 }
 
 }  // namespace

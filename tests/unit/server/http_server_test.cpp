@@ -507,5 +507,52 @@ TEST(HttpServer, StopBeforeRunReturnsPromptly) {
   EXPECT_TRUE(s.draining());
 }
 
+TEST(HttpServer, DrainWaitsForBusyWorkThenExpiresItAtTheTimeout) {
+  // Work outside HTTP requests (jobs) keeps the drain waiting up to
+  // drain_timeout; then `expire` is called (cancel) and the drain ends once
+  // the work is gone, well within kCancelGrace.
+  auto router = std::make_shared<Router>();
+  ServerOptions opts;
+  opts.port = 0;
+  opts.drain_timeout = std::chrono::seconds(1);
+  HttpServer s(opts, router);
+  std::atomic<size_t> jobs{1};
+  std::atomic<int> begins{0}, expires{0};
+  std::atomic<std::chrono::steady_clock::time_point::rep> expired_at{0};
+  s.set_drain_hooks(HttpServer::DrainHooks{[&] { begins++; }, [&] { return jobs.load(); },
+                                           [&] {
+                                             if (expires++ == 0) {
+                                               expired_at = std::chrono::steady_clock::now().time_since_epoch().count();
+                                             }
+                                             jobs = 0;  // cancelled: the job ends
+                                           }});
+  const auto t0 = std::chrono::steady_clock::now();
+  s.request_stop();
+  s.run();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(begins.load(), 1);
+  EXPECT_GE(expires.load(), 1);
+  const auto expired = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(expired_at.load()));
+  EXPECT_GE(expired - t0, std::chrono::milliseconds(950)) << "busy work gets the drain timeout";
+  EXPECT_LT(took, std::chrono::milliseconds(1800));
+}
+
+TEST(HttpServer, DrainGivesUpOnWorkThatIgnoresCancellation) {
+  auto router = std::make_shared<Router>();
+  ServerOptions opts;
+  opts.port = 0;
+  opts.drain_timeout = std::chrono::seconds(0);
+  HttpServer s(opts, router);
+  std::atomic<int> expires{0};
+  s.set_drain_hooks(HttpServer::DrainHooks{{}, [] { return size_t{1}; }, [&] { expires++; }});
+  const auto t0 = std::chrono::steady_clock::now();
+  s.request_stop();
+  s.run();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, HttpServer::kCancelGrace - std::chrono::milliseconds(50));
+  EXPECT_LT(took, HttpServer::kCancelGrace + std::chrono::seconds(1));
+  EXPECT_GT(expires.load(), 1) << "asked again while it lasts";
+}
+
 }  // namespace
 }  // namespace tensord

@@ -1,21 +1,38 @@
-"""tensord: Python client for the tensord compute server.
+"""tensord: Python client for the tensord compute server (API.md section 12).
 
-    from tensord import Client
-    c = Client("http://127.0.0.1:8080")
+    import numpy as np, tensord
+    c = tensord.Client("http://127.0.0.1:8080")
     c.put("x", np.eye(4, dtype=np.float32))
-    w, v = c.eigh(np.eye(4, dtype=np.float32)[None])
+    w, v = c.eigh(np.eye(4, dtype=np.float32)[None])   # a named tuple (eigenvalues, eigenvectors)
+    job = c.submit(program, inputs={"x": x})
+    out = job.result()
 
-Dependencies: numpy and requests.  bfloat16 / float8 tensors are
-:class:`TensorData` (raw bits + dtype name); see ``tensord.safetensors``.
+Needs numpy and requests; uses torch (tensors in and out), websocket-client
+(the live stream) and tqdm (progress bars) when they are installed.
+bfloat16 / float8 values are :class:`TensorData` (raw bits + dtype name)
+when they do not come back as torch tensors; see :mod:`tensord.dtypes`.
 """
 
-from .client import Client, Optimizer, from_json_tensor, to_json_tensor, parse_shape_header
-from .errors import TensordError
-from .safetensors import TensorData, SafetensorsError
-from . import safetensors
-from .program import ProgramBuilder, Graph, Value
+from . import dtypes, safetensors
+from .client import (DEADLINE_MARGIN_S, Client, EighResult, Optimizer, from_json_tensor, parse_shape_header,
+                     to_json_tensor)
+from .dtypes import TensorData, dtype_name
+from .errors import (ERRORS, BadRequest, Cancelled, ClientTimeout, Conflict, DeadlineExceeded, DtypeMismatch,
+                     Forbidden, Internal, InvalidArgument, InvalidProgram, NotFound, NumericalError, PayloadTooLarge,
+                     QueueFull, QuotaExceeded, ShapeMismatch, TensordError, TransportError, Unauthenticated,
+                     Unavailable, UnknownOp)
+from .jobs import TERMINAL, Job
+from .program import Graph, ProgramBuilder, Value
+from .safetensors import SafetensorsError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["Client", "Optimizer", "TensordError", "TensorData", "SafetensorsError", "safetensors",
-           "from_json_tensor", "to_json_tensor", "parse_shape_header", "ProgramBuilder", "Graph", "Value"]
+__all__ = [
+    "Client", "Job", "Graph", "Optimizer", "EighResult", "ProgramBuilder", "Value", "TensorData",
+    "SafetensorsError", "safetensors", "dtypes", "dtype_name", "from_json_tensor", "to_json_tensor",
+    "parse_shape_header", "TERMINAL", "DEADLINE_MARGIN_S", "ERRORS",
+    "TensordError", "TransportError", "ClientTimeout", "BadRequest", "InvalidProgram", "Unauthenticated",
+    "Forbidden", "NotFound", "UnknownOp", "Conflict", "PayloadTooLarge", "ShapeMismatch", "DtypeMismatch",
+    "InvalidArgument", "NumericalError", "QuotaExceeded", "QueueFull", "Cancelled", "Internal", "Unavailable",
+    "DeadlineExceeded",
+]

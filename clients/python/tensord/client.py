@@ -1,36 +1,59 @@
-"""HTTP client for tensord (API.md).
+"""HTTP client for tensord (API.md; section 12 is this client's contract).
 
-Only numpy and requests are needed.  Arrays travel as safetensors by default
-(``transport="safetensors"``); ``transport="json"`` sends JSON tensors with
-base64 payloads (API.md 3.1).  See :mod:`tensord.safetensors` for how dtypes
-numpy lacks (bfloat16, float8) are represented (:class:`TensorData`).
+Only numpy and requests are needed; torch, websocket-client and tqdm are
+used when present. Arrays travel as safetensors by default
+(``transport="safetensors"``: the request body is sent from the arrays' own
+memory, the answer is read into one buffer the results are views of);
+``transport="json"`` sends JSON tensors with base64 payloads and reads JSON
+answers (API.md 3.1).
 """
 
+from __future__ import annotations
+
 import base64
+import http.client
 import json
 import math
+import socket
+import threading
+import time
 import urllib.parse
 import uuid
+import weakref
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import requests
 
+from . import _torch
 from . import safetensors as st
-from .errors import TensordError
-from .safetensors import TensorData
+from .errors import ClientTimeout, TensordError, TransportError, error_class, error_from_body
+from .dtypes import TensorData, dtype_name
 
 SAFETENSORS = "application/vnd.safetensors"
 JSON = "application/json"
 
+#: what a call with ``deadline_ms`` waits beyond the deadline for the answer
+#: (the server answers 504 at the deadline; this covers encoding and the wire)
+DEADLINE_MARGIN_S = 10.0
+#: bodies up to this size are joined into one buffer (one send); larger ones
+#: go out as the list of their tensors' memoryviews
+_JOIN_BELOW = 1 << 20
+#: a ``Retry-After``-less 503 waits this long, doubling per attempt
+_DEFAULT_RETRY_S = 1.0
+
+# (torch results?, torch device to move them to or None)
+_Mode = Tuple[bool, Any]
+
 
 # ---------------------------------------------------------------- JSON tensors
 
-def to_json_tensor(value, dtype=None, b64=True):
+def to_json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
     """Encode a tensor as an API.md 3.1 JSON tensor (``b64`` or flat ``data``)."""
-    name, shape, raw = st.convert(value, dtype)
+    name, shape, mv = st.tensor_buffer(value, dtype)
     if b64:
-        return {"dtype": name, "shape": shape, "b64": base64.b64encode(raw).decode("ascii")}
-    arr = st.from_bytes(raw, name, shape)
+        return {"dtype": name, "shape": shape, "b64": base64.b64encode(mv).decode("ascii")}
+    arr = st.from_bytes(mv, name, shape, copy=False)
     if isinstance(arr, TensorData):
         flat = arr.to_float32().reshape(-1).astype(np.float64)
     else:
@@ -38,7 +61,7 @@ def to_json_tensor(value, dtype=None, b64=True):
     return {"dtype": name, "shape": shape, "data": [_json_scalar(x) for x in flat]}
 
 
-def _json_scalar(x):
+def _json_scalar(x: Any) -> Any:
     if isinstance(x, (np.complexfloating, complex)):
         return [_json_scalar(float(x.real)), _json_scalar(float(x.imag))]
     if isinstance(x, (np.bool_, bool)):
@@ -53,10 +76,9 @@ def _json_scalar(x):
     return f
 
 
-def _flatten(data):
+def _flatten(data: Any) -> List[Any]:
     if isinstance(data, list):
-        # a complex element is [re, im]: only flatten lists of lists / scalars
-        out = []
+        out: List[Any] = []
         for d in data:
             if isinstance(d, list):
                 out.extend(_flatten(d))
@@ -66,30 +88,29 @@ def _flatten(data):
     return [data]
 
 
-def _num(x):
+def _num(x: Any) -> Any:
     if isinstance(x, str):
         return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}[x.lower()]
     return x
 
 
-def from_json_tensor(obj):
+def from_json_tensor(obj: Mapping[str, Any]) -> Any:
     """Decode an API.md 3.1 JSON tensor into a numpy array (or TensorData)."""
-    name = st.canonical_dtype(obj["dtype"])
+    name = dtype_name(obj["dtype"])
     shape = [int(s) for s in obj.get("shape", [])]
     if "b64" in obj:
-        return st.from_bytes(base64.b64decode(obj["b64"]), name, shape)
+        return st.from_bytes(bytearray(base64.b64decode(obj["b64"])), name, shape, copy=False)
     data = obj.get("data")
     storage = st.DTYPES[name][1]
     if name in ("complex64", "complex128"):
-        def pairs(d):
+        def pairs(d: Any) -> List[complex]:
             if isinstance(d, list) and len(d) == 2 and not isinstance(d[0], list):
                 return [complex(_num(d[0]), _num(d[1]))]
-            out = []
+            out: List[complex] = []
             for e in (d if isinstance(d, list) else [d]):
                 out.extend(pairs(e))
             return out
-        flat = pairs(data)
-        arr = np.array(flat, dtype=storage)
+        arr = np.array(pairs(data), dtype=storage)
     else:
         flat = [_num(v) for v in _flatten(data)]
         if name in st.NARROW:
@@ -103,116 +124,304 @@ def from_json_tensor(obj):
     return arr.reshape(shape)
 
 
-def dtype_name_of(value):
+def _decode_output(v: Any) -> Any:
+    """One output of a JSON answer: a tensor, or ``{"per_rank": [...]}`` (API.md 8) as a list."""
+    if isinstance(v, dict) and isinstance(v.get("per_rank"), list):
+        return [_decode_output(t) for t in v["per_rank"]]
+    return from_json_tensor(v)
+
+
+def dtype_name_of(value: Any) -> str:
+    """The tensord dtype name of a tensor value (numpy, torch, TensorData, (array, dtype))."""
     if isinstance(value, TensorData):
         return value.dtype_name
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
-        return st.canonical_dtype(value[1])
-    return st.canonical_dtype(np.asarray(value).dtype)
+        return dtype_name(value[1])
+    if _torch.is_tensor(value):
+        return _torch.dtype_name_of(value)
+    return dtype_name(np.asarray(value).dtype)
 
 
-def shape_of(value):
+def shape_of(value: Any) -> List[int]:
     if isinstance(value, TensorData):
         return list(value.shape)
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
-        return list(np.shape(value[0]))
+        return [int(s) for s in np.shape(value[0])]
+    if _torch.is_tensor(value):
+        return [int(s) for s in value.shape]
     return list(np.shape(value))
+
+
+def _spec_of(v: Any) -> Dict[str, Any]:
+    """An input spec ``{dtype, shape}`` from a dict, a ``(dtype, shape)`` pair or an example tensor."""
+    if isinstance(v, dict):
+        return v
+    if isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[1], (list, tuple)):
+        return {"dtype": dtype_name(v[0]), "shape": [int(s) for s in v[1]]}
+    return {"dtype": dtype_name_of(v), "shape": shape_of(v)}
+
+
+class EighResult(NamedTuple):
+    """What :meth:`Client.eigh` returns, as ``torch.linalg.eigh`` does."""
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+# ---------------------------------------------------------------- bodies
+
+class _Body:
+    """A request body sent as the buffers it is made of (http.client sends each
+    with ``sendall``), with a length so that it goes out with Content-Length."""
+
+    def __init__(self, parts: Sequence[Any], total: int) -> None:
+        self.parts = parts
+        self.total = total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.parts)
+
+
+def _safetensors_body(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None) -> Any:
+    parts, total = st.encode_parts(tensors, metadata)
+    if total <= _JOIN_BELOW or len(parts) == 1:
+        return b"".join(parts)
+    return _Body(parts, total)
+
+
+def _read_body(resp: requests.Response) -> Any:
+    """The body of a ``stream=True`` response, read into one writable buffer.
+
+    With a Content-Length the bytes go from the socket straight into a numpy
+    buffer (http.client's ``readinto``), which the decoded tensors are then
+    views of; otherwise (or when a response hook already read the body) it
+    is requests' own ``content``.
+    """
+    if resp._content is not False:  # noqa: SLF001 - read already (a hook, or an error path)
+        return resp.content
+    length = resp.headers.get("Content-Length")
+    if length is None or resp.headers.get("Content-Encoding", "identity").lower() != "identity":
+        return resp.content
+    n = int(length)
+    buf = np.empty(n, np.uint8)
+    mv = memoryview(buf)
+    raw = resp.raw
+    fp = getattr(raw, "_fp", None)
+    readinto = fp.readinto if isinstance(fp, http.client.HTTPResponse) else raw.readinto
+    pos = 0
+    try:
+        while pos < n:
+            k = readinto(mv[pos:])
+            if not k:
+                raise TransportError(0, "connection_error",
+                                     "the connection closed after %d of %d bytes of the answer" % (pos, n))
+            pos += k
+    except socket.timeout as e:
+        raise ClientTimeout(0, "client_timeout", "timed out reading the answer: %s" % e) from e
+    except (OSError, http.client.HTTPException, requests.RequestException) as e:
+        raise TransportError(0, "connection_error", "reading the answer failed: %s" % e) from e
+    resp._content = b""  # noqa: SLF001 - consumed: the connection goes back to the pool
+    resp._content_consumed = True  # noqa: SLF001
+    release = getattr(raw, "release_conn", None)
+    if release is not None:
+        release()
+    return buf
 
 
 # ---------------------------------------------------------------- client
 
 class Client:
-    """A tensord client.
+    """A tensord client (API.md section 12).
 
     >>> c = Client("http://127.0.0.1:8080")
     >>> c.put("x", np.ones((2, 2), np.float32))
     >>> c.get("x")
+
+    ``timeout`` (seconds, None for none) bounds connecting and, for a call
+    without ``deadline_ms``, the wait for the answer; a call with
+    ``deadline_ms`` waits at least the deadline plus :data:`DEADLINE_MARGIN_S`.
+    ``retries``: 429 and 503 answers are retried after their ``Retry-After``
+    at most this many times per call (0: never). ``as_torch``: results are
+    torch tensors for every call (they are anyway when a call's inputs are).
+
+    One Client may be shared by threads: each thread gets its own HTTP
+    session (connection pool); ``last_job`` and ``last_request_id`` are
+    per thread.
     """
 
-    def __init__(self, url="http://127.0.0.1:8080", token=None, timeout=60, transport="safetensors"):
+    def __init__(self, url: str = "http://127.0.0.1:8080", token: Optional[str] = None,
+                 timeout: Optional[float] = 60, retries: int = 3, as_torch: bool = False, *,
+                 transport: str = "safetensors") -> None:
         if transport not in ("safetensors", "json"):
             raise ValueError("transport must be 'safetensors' or 'json'")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.retries = int(retries)
+        self.as_torch = bool(as_torch)
         self.transport = transport
-        self.session = requests.Session()
-        if token:
-            self.session.headers["Authorization"] = "Bearer " + token
-        self.last_job = None
-        self.last_request_id = None
+        self._local = threading.local()
+        self._sessions: "weakref.WeakSet[requests.Session]" = weakref.WeakSet()
+        self._sessions_lock = threading.Lock()
+        if as_torch:
+            _torch.require()
 
-    def close(self):
-        self.session.close()
+    def __repr__(self) -> str:
+        return "Client(%r, transport=%r, as_torch=%r)" % (self.url, self.transport, self.as_torch)
 
-    def __enter__(self):
+    # -- per-thread state
+    @property
+    def session(self) -> requests.Session:
+        """This thread's ``requests.Session``."""
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = requests.Session()
+            if self.token:
+                s.headers["Authorization"] = "Bearer " + self.token
+            self._local.session = s
+            with self._sessions_lock:
+                self._sessions.add(s)
+        return s
+
+    @property
+    def last_job(self) -> Optional[Dict[str, Any]]:
+        """The ``job`` description of this thread's last run, replay or job result."""
+        return getattr(self._local, "last_job", None)
+
+    @last_job.setter
+    def last_job(self, value: Optional[Dict[str, Any]]) -> None:
+        self._local.last_job = value
+
+    @property
+    def last_request_id(self) -> Optional[str]:
+        return getattr(self._local, "last_request_id", None)
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            sessions = list(self._sessions)
+        for s in sessions:
+            s.close()
+
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # -- plumbing
-    def _tensor_url(self, name):
+    def _tensor_url(self, name: str) -> str:
         return self.url + "/v1/tensors/" + urllib.parse.quote(name, safe="/")
 
-    def _request(self, method, path_or_url, **kw):
-        url = path_or_url if path_or_url.startswith("http") else self.url + path_or_url
-        kw.setdefault("timeout", self.timeout)
-        try:
-            resp = self.session.request(method, url, **kw)
-        except requests.RequestException as e:
-            raise TensordError(0, "connection_error", str(e)) from e
-        self.last_request_id = resp.headers.get("X-Request-Id")
-        if resp.status_code >= 400:
-            raise TensordError.from_response(resp)
-        return resp
+    def _timeouts(self, deadline_ms: Optional[float]) -> Any:
+        if self.timeout is None:
+            return None
+        read = float(self.timeout)
+        if deadline_ms:
+            read = max(read, deadline_ms / 1000.0 + DEADLINE_MARGIN_S)
+        return (float(self.timeout), read)
 
-    def _decode_tensor_response(self, resp):
+    def _request(self, method: str, path_or_url: str, *, deadline_ms: Optional[float] = None,
+                 retries: Optional[int] = None, **kw: Any) -> requests.Response:
+        """One call: retries 429/503 after Retry-After, raises the typed error of a failure."""
+        url = path_or_url if path_or_url.startswith("http") else self.url + path_or_url
+        kw.setdefault("timeout", self._timeouts(deadline_ms))
+        budget = self.retries if retries is None else retries
+        attempt = 0
+        last: Optional[TensordError] = None
+        while True:
+            try:
+                resp = self.session.request(method, url, **kw)
+            except requests.RequestException as e:
+                if last is not None:
+                    # A retry that finds no server (it was draining, now it is gone):
+                    # the answer it did give says more than "connection refused".
+                    raise last from e
+                if isinstance(e, requests.Timeout):
+                    raise ClientTimeout(0, "client_timeout", "%s %s: %s" % (method, url, e)) from e
+                raise TransportError(0, "connection_error", "%s %s: %s" % (method, url, e)) from e
+            self._local.last_request_id = resp.headers.get("X-Request-Id")
+            if resp.status_code < 400:
+                return resp
+            err = TensordError.from_response(resp)
+            resp.close()
+            if resp.status_code not in (429, 503) or attempt >= budget:
+                raise err
+            last = err
+            attempt += 1
+            delay = err.retry_after
+            if delay is None:
+                delay = _DEFAULT_RETRY_S * 2 ** (attempt - 1)
+            time.sleep(delay)
+
+    def _mode(self, values: Iterable[Any], as_torch: Optional[bool] = None) -> _Mode:
+        """Whether a call's results are torch tensors, and the device they go to."""
+        for v in values:
+            t = v[0] if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str) else v
+            if _torch.is_tensor(t):
+                device = t.device if t.device.type != "cpu" else None
+                return (True if as_torch is None else as_torch), device
+        return (self.as_torch if as_torch is None else as_torch), None
+
+    @staticmethod
+    def _wrap(value: Any, mode: _Mode) -> Any:
+        if not mode[0]:
+            return value
+        if isinstance(value, list):
+            return [_torch.from_host(v, mode[1]) for v in value]
+        return _torch.from_host(value, mode[1])
+
+    def _decode_tensor_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Any:
         ctype = resp.headers.get("Content-Type", "")
         if ctype.startswith(SAFETENSORS):
-            tensors, _ = st.decode(resp.content)
+            tensors, _ = st.decode(_read_body(resp))
             if len(tensors) != 1:
                 raise TensordError(resp.status_code, "bad_response", "expected one tensor, got %d" % len(tensors))
-            return next(iter(tensors.values()))
+            return self._wrap(next(iter(tensors.values())), mode)
         doc = resp.json()
         if isinstance(doc, dict) and "tensor" in doc and isinstance(doc["tensor"], dict):
             doc = doc["tensor"]
-        return from_json_tensor(doc)
+        return self._wrap(from_json_tensor(doc), mode)
 
     # -- tensors
-    def put(self, name, array, dtype=None):
+    def put(self, name: str, array: Any, dtype: Any = None) -> bool:
         """Store a tensor under ``name``. Returns True if it was created, False if replaced."""
         if self.transport == "safetensors":
-            body = st.encode({name: _convert_value(array, dtype)})
-            resp = self._request("PUT", self._tensor_url(name), data=body,
+            resp = self._request("PUT", self._tensor_url(name), data=_safetensors_body({name: st.host_value(array, dtype)}),
                                  headers={"Content-Type": SAFETENSORS})
         else:
             body = json.dumps(to_json_tensor(array, dtype))
-            resp = self._request("PUT", self._tensor_url(name), data=body,
-                                 headers={"Content-Type": JSON})
+            resp = self._request("PUT", self._tensor_url(name), data=body, headers={"Content-Type": JSON})
         return resp.status_code == 201
 
-    def upload(self, tensors):
+    def upload(self, tensors: Mapping[str, Any]) -> Any:
         """Store many tensors at once (``POST /v1/tensors:upload``)."""
-        body = st.encode({k: v for k, v in tensors.items()})
-        resp = self._request("POST", "/v1/tensors:upload", data=body, headers={"Content-Type": SAFETENSORS})
+        resp = self._request("POST", "/v1/tensors:upload", data=_safetensors_body(tensors),
+                             headers={"Content-Type": SAFETENSORS})
         return _json_or_none(resp)
 
-    def get(self, name):
-        """Fetch a stored tensor: a numpy array, or a TensorData for bfloat16/float8."""
-        accept = SAFETENSORS if self.transport == "safetensors" else JSON
-        resp = self._request("GET", self._tensor_url(name), headers={"Accept": accept})
-        return self._decode_tensor_response(resp)
+    def get(self, name: str, as_torch: Optional[bool] = None) -> Any:
+        """Fetch a stored tensor: a numpy array (TensorData for bfloat16/float8), or
+        a torch tensor with ``as_torch`` (default: the client's ``as_torch``)."""
+        mode = (self.as_torch if as_torch is None else as_torch, None)
+        if self.transport == "safetensors":
+            resp = self._request("GET", self._tensor_url(name), headers={"Accept": SAFETENSORS}, stream=True)
+        else:
+            resp = self._request("GET", self._tensor_url(name), headers={"Accept": JSON})
+        return self._decode_tensor_response(resp, mode)
 
-    def head(self, name):
+    def head(self, name: str) -> Tuple[Optional[str], List[int]]:
         """Return ``(dtype, shape)`` of a stored tensor without fetching it."""
         resp = self._request("HEAD", self._tensor_url(name))
         return resp.headers.get("X-Tensor-Dtype"), parse_shape_header(resp.headers.get("X-Tensor-Shape", ""))
 
-    def delete(self, name):
+    def delete(self, name: str) -> None:
         self._request("DELETE", self._tensor_url(name))
 
-    def list(self, prefix=""):
+    def list(self, prefix: str = "") -> List[Dict[str, Any]]:
         """List stored tensors: a list of ``{name, dtype, shape, bytes}``."""
         resp = self._request("GET", "/v1/tensors", params={"prefix": prefix} if prefix else None)
         doc = resp.json()
@@ -222,92 +431,139 @@ class Client:
                     return doc[key]
         return doc
 
-    def checkpoint(self):
+    def checkpoint(self) -> Any:
         return _json_or_none(self._request("POST", "/v1/checkpoint"))
 
     # -- programs
-    def run(self, program, inputs=None, store=None, return_=None, deadline_ms=None, priority=None, **extra):
-        """Run a program (``POST /v1/run``) and return ``{name: array}``.
-
-        ``inputs`` maps program input names to arrays (or TensorData, or
-        (array, dtype) tuples). ``return_`` is the API's ``return`` list. The
-        job description of the run is kept in ``self.last_job``.
-        """
+    def _job_body(self, program: Any, inputs: Optional[Mapping[str, Any]], fields: Dict[str, Any]
+                  ) -> Tuple[Any, Dict[str, str]]:
+        """The body and headers of a /v1/run or /v1/jobs request."""
+        if hasattr(program, "build"):
+            program = program.build()
         req = {"program": program}
-        if store is not None:
-            req["store"] = store
-        if return_ is not None:
-            req["return"] = list(return_)
-        if deadline_ms is not None:
-            req["deadline_ms"] = deadline_ms
-        if priority is not None:
-            req["priority"] = priority
-        req.update(extra)
+        req.update(fields)
         inputs = inputs or {}
         if self.transport == "safetensors":
-            body = st.encode({k: _convert_value(v) for k, v in inputs.items()},
-                             metadata={"request": json.dumps(req)})
-            resp = self._request("POST", "/v1/run", data=body,
-                                 headers={"Content-Type": SAFETENSORS, "Accept": SAFETENSORS})
-        else:
-            req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
-            resp = self._request("POST", "/v1/run", data=json.dumps(req),
-                                 headers={"Content-Type": JSON, "Accept": JSON})
-        return self._decode_run_response(resp)
+            body = _safetensors_body(inputs, metadata={"request": json.dumps(req)})
+            return body, {"Content-Type": SAFETENSORS, "Accept": SAFETENSORS}
+        req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
+        return json.dumps(req), {"Content-Type": JSON, "Accept": JSON}
+
+    @staticmethod
+    def _run_fields(store: Any, return_: Any, deadline_ms: Any, priority: Any, extra: Dict[str, Any]) -> Dict[str, Any]:
+        fields: Dict[str, Any] = {}
+        if store is not None:
+            fields["store"] = store
+        if return_ is not None:
+            fields["return"] = list(return_)
+        if deadline_ms is not None:
+            fields["deadline_ms"] = int(deadline_ms)
+        if priority is not None:
+            fields["priority"] = priority
+        fields.update(extra)
+        return fields
+
+    def run(self, program: Any, inputs: Optional[Mapping[str, Any]] = None, store: Optional[Mapping[str, str]] = None,
+            return_: Optional[Sequence[str]] = None, deadline_ms: Optional[int] = None, priority: Optional[int] = None,
+            **extra: Any) -> Dict[str, Any]:
+        """Run a program (``POST /v1/run``) and return ``{name: array}``.
+
+        ``program`` is a program dict or a ProgramBuilder. ``inputs`` maps
+        program input names to arrays (numpy, torch, TensorData, or
+        (array, dtype) tuples). ``return_`` is the API's ``return`` list;
+        ``extra`` goes into the request as it is (``ranks``, ...). Results
+        are torch tensors when an input is one (on its device) or the client
+        has ``as_torch``. The job description is kept in ``self.last_job``.
+        """
+        fields = self._run_fields(store, return_, deadline_ms, priority, extra)
+        body, headers = self._job_body(program, inputs, fields)
+        resp = self._request("POST", "/v1/run", data=body, headers=headers, deadline_ms=deadline_ms,
+                             stream=self.transport == "safetensors")
+        return self._decode_run_response(resp, self._mode((inputs or {}).values()))
+
+    def submit(self, program: Any, inputs: Optional[Mapping[str, Any]] = None, store: Optional[Mapping[str, str]] = None,
+               return_: Optional[Sequence[str]] = None, deadline_ms: Optional[int] = None,
+               priority: Optional[int] = None, **extra: Any) -> "Job":
+        """Submit a program as a job (``POST /v1/jobs``) and return its :class:`Job` at once.
+
+        Takes what :meth:`run` takes; ``job.result()`` gives what ``run``
+        would have returned.
+        """
+        from .jobs import Job
+        fields = self._run_fields(store, return_, deadline_ms, priority, extra)
+        body, headers = self._job_body(program, inputs, fields)
+        headers["Accept"] = JSON
+        resp = self._request("POST", "/v1/jobs", data=body, headers=headers)
+        doc = resp.json()
+        return Job(self, doc["id"], self._mode((inputs or {}).values()), doc)
+
+    def job(self, job_id: str) -> "Job":
+        """A :class:`Job` handle for a job submitted earlier (by any client of the tenant)."""
+        from .jobs import Job
+        job = Job(self, job_id, self._mode(()))
+        job.status()
+        return job
 
     # -- graphs (API.md 4.3)
-    def program(self):
+    def program(self) -> Any:
         """A small program builder (``tensord.program.ProgramBuilder``)."""
         from .program import ProgramBuilder
         return ProgramBuilder()
 
-    def capture(self, program, inputs_spec=None, pool=None):
+    def capture(self, program: Any, inputs_spec: Optional[Mapping[str, Any]] = None, pool: Any = None,
+                name: Optional[str] = None) -> "Graph":
         """Capture a program once (``POST /v1/graphs``); returns a :class:`Graph`.
 
         ``program`` is a program dict or a ProgramBuilder; ``inputs_spec`` maps
-        input names to ``{"dtype", "shape"}`` (or ``(dtype, shape)``); ``pool``
-        is a Graph (or graph id) whose memory pool to share.
+        input names to ``{"dtype", "shape"}``, ``(dtype, shape)`` or an example
+        tensor; ``pool`` is a Graph (or graph id) whose memory pool to share;
+        ``name`` names the graph (its KServe model name). Use it as a context
+        manager to delete the graph when done::
+
+            with c.capture(prog) as g:
+                y = g.replay(x=x)["y"]
         """
         from .program import Graph
         if hasattr(program, "build"):
             program = program.build()
-        req = {"program": program}
+        req: Dict[str, Any] = {"program": program}
         if inputs_spec is not None:
-            req["inputs"] = {k: (v if isinstance(v, dict) else {"dtype": v[0], "shape": list(v[1])})
-                             for k, v in inputs_spec.items()}
+            req["inputs"] = {k: _spec_of(v) for k, v in inputs_spec.items()}
         if pool is not None:
             req["pool"] = pool.id if hasattr(pool, "id") else pool
+        if name is not None:
+            req["name"] = name
         resp = self._request("POST", "/v1/graphs", data=json.dumps(req), headers={"Content-Type": JSON})
         return Graph(self, resp.json())
 
-    def graph(self, graph_id):
+    def graph(self, graph_id: str) -> "Graph":
         """A :class:`Graph` handle for a graph captured earlier (by this or
         another client of the tenant): ``GET /v1/graphs/{id}``."""
         from .program import Graph
         return Graph(self, self._request("GET", "/v1/graphs/" + graph_id).json())
 
-    def _graph_replay(self, graph_id, inputs, return_=None, store=None):
-        req = {}
+    def _graph_replay(self, graph_id: str, inputs: Mapping[str, Any], return_: Optional[Sequence[str]] = None,
+                      store: Optional[Mapping[str, str]] = None, as_torch: Optional[bool] = None) -> Dict[str, Any]:
+        req: Dict[str, Any] = {}
         if store is not None:
             req["store"] = store
         if return_ is not None:
             req["return"] = list(return_)
         path = "/v1/graphs/%s/replay" % graph_id
         if self.transport == "safetensors":
-            body = st.encode({k: _convert_value(v) for k, v in inputs.items()},
-                             metadata={"request": json.dumps(req)})
-            resp = self._request("POST", path, data=body,
-                                 headers={"Content-Type": SAFETENSORS, "Accept": SAFETENSORS})
+            body = _safetensors_body(inputs, metadata={"request": json.dumps(req)})
+            resp = self._request("POST", path, data=body, headers={"Content-Type": SAFETENSORS, "Accept": SAFETENSORS},
+                                 stream=True)
         else:
             req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
             resp = self._request("POST", path, data=json.dumps(req), headers={"Content-Type": JSON, "Accept": JSON})
-        return self._decode_run_response(resp)
+        return self._decode_run_response(resp, self._mode(inputs.values(), as_torch))
 
-    def _decode_run_response(self, resp):
+    def _decode_run_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Dict[str, Any]:
         ctype = resp.headers.get("Content-Type", "")
-        outputs = {}
+        outputs: Dict[str, Any] = {}
         if ctype.startswith(SAFETENSORS):
-            tensors, meta = st.decode(resp.content)
+            tensors, meta = st.decode(_read_body(resp))
             doc = meta.get("response", "{}")
             doc = json.loads(doc) if isinstance(doc, str) else doc
             outputs.update(tensors)
@@ -315,22 +571,25 @@ class Client:
             doc = resp.json()
         for k, v in (doc.get("outputs") or {}).items():
             # in a safetensors reply "outputs" only describes the file's tensors
-            if k not in outputs and isinstance(v, dict) and ("data" in v or "b64" in v):
-                outputs[k] = from_json_tensor(v)
+            if k not in outputs and isinstance(v, dict) and ("data" in v or "b64" in v or "per_rank" in v):
+                outputs[k] = _decode_output(v)
         self.last_job = doc.get("job")
-        return outputs
+        return {k: self._wrap(v, mode) for k, v in outputs.items()}
 
-    def eigh(self, a, UPLO="L"):
-        """Batched Hermitian eigendecomposition, like ``torch.linalg.eigh``: returns (w, v)."""
+    def eigh(self, a: Any, UPLO: str = "L") -> EighResult:
+        """Batched Hermitian eigendecomposition, like ``torch.linalg.eigh``:
+        ``(eigenvalues, eigenvectors)`` (a named tuple), ascending eigenvalues,
+        orthonormal eigenvectors as columns."""
         out = self.run(_single_op_program("linalg.eigh", a, {"UPLO": UPLO}, ["w", "v"]), inputs={"a": a})
-        return out["w"], out["v"]
+        return EighResult(out["w"], out["v"])
 
-    def eigvalsh(self, a, UPLO="L"):
+    def eigvalsh(self, a: Any, UPLO: str = "L") -> Any:
         out = self.run(_single_op_program("linalg.eigvalsh", a, {"UPLO": UPLO}, ["w"]), inputs={"a": a})
         return out["w"]
 
     # -- optimizers
-    def optimizer(self, kind, params, state=None, **hyper):
+    def optimizer(self, kind: str, params: Union[str, Sequence[str]], state: Optional[str] = None,
+                  **hyper: Any) -> "Optimizer":
         """A server-side optimizer over stored parameters (API.md section 6).
 
         ``kind`` is ``"sgd"``, ``"adam"``, ``"adamw"``, ``"adagrad"`` or
@@ -341,36 +600,68 @@ class Client:
         fresh ``optim/<kind>-<id>``), named ``<state>/<param>/<key>``::
 
             opt = c.optimizer("adamw", params=["w1", "w2"], lr=1e-3)
-            opt.step([g1, g2])        # numpy arrays, or stored names
+            opt.step([g1, g2])        # numpy arrays, torch tensors, or stored names
             opt.state()["w1"]["exp_avg"]
         """
         return Optimizer(self, kind, params, state=state, **hyper)
 
     # -- service
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         return self._request("GET", "/v1/info").json()
 
-    def ops(self):
+    def ops(self) -> Any:
         return self._request("GET", "/v1/ops").json()
 
-    def health(self):
-        """True when ``/healthz`` answers 200 (raises TensordError otherwise)."""
-        self._request("GET", "/healthz")
+    def health(self) -> bool:
+        """True when ``/healthz`` answers 200 (raises TensordError otherwise; no retries)."""
+        self._request("GET", "/healthz", retries=0)
         return True
 
-    def ready(self):
-        self._request("GET", "/readyz")
+    def ready(self) -> bool:
+        """True when ``/readyz`` answers 200 (raises Unavailable while draining; no retries)."""
+        self._request("GET", "/readyz", retries=0)
         return True
 
-    def metrics(self):
+    def metrics(self) -> str:
         return self._request("GET", "/metrics").text
 
-    def trace(self, last=None):
+    def trace(self, last: Optional[int] = None) -> Any:
         """Chrome trace-event JSON of recent requests, jobs and ops (``GET /v1/trace``)."""
         params = {} if last is None else {"last": int(last)}
         return self._request("GET", "/v1/trace", params=params).json()
 
-    def stream(self, streams=("metrics", "jobs"), interval_ms=1000, timeout=None):
+    def _stream_connect(self, streams: Sequence[str], interval_ms: int, timeout: Optional[float]) -> Any:
+        """A WebSocket on ``/v1/stream`` whose subscription the server has acknowledged."""
+        try:
+            import websocket  # only the stream needs it
+        except ImportError as e:
+            raise ImportError("the live stream needs websocket-client (Debian: python3-websocket)") from e
+        url = "ws" + self.url[len("http"):] + "/v1/stream"
+        header = ["Authorization: Bearer " + self.token] if self.token else []
+        try:
+            ws = websocket.create_connection(url, header=header, timeout=timeout)
+        except websocket.WebSocketBadStatusException as e:
+            code = "unauthenticated" if e.status_code == 401 else "stream_refused"
+            raise error_class(code, e.status_code)(e.status_code, code, str(e)) from e
+        except (OSError, websocket.WebSocketException) as e:
+            raise TransportError(0, "connection_error", "stream: %s" % e) from e
+        try:
+            ws.send(json.dumps({"subscribe": list(streams), "interval_ms": int(interval_ms)}))
+            while True:
+                text = ws.recv()
+                if not text:
+                    raise TransportError(0, "connection_error", "the server closed the stream")
+                ev = json.loads(text)
+                if ev.get("type") == "subscribed":
+                    return ws
+                if ev.get("type") == "error":
+                    raise error_from_body(400, ev.get("error", {}))
+        except BaseException:
+            ws.close()
+            raise
+
+    def stream(self, streams: Sequence[str] = ("metrics", "jobs"), interval_ms: int = 1000,
+               timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Live events from ``GET /v1/stream`` (a WebSocket), as dicts.
 
         >>> for ev in c.stream(["jobs"]):
@@ -382,17 +673,8 @@ class Client:
         websocket-client (Debian: python3-websocket). ``timeout`` bounds each
         wait for a message (None: forever).
         """
-        import websocket  # only the stream needs it
-
-        url = "ws" + self.url[len("http"):] + "/v1/stream"
-        header = ["Authorization: Bearer " + self.token] if self.token else []
+        ws = self._stream_connect(streams, interval_ms, timeout)
         try:
-            ws = websocket.create_connection(url, header=header, timeout=timeout)
-        except websocket.WebSocketBadStatusException as e:
-            raise TensordError(e.status_code, "unauthenticated" if e.status_code == 401 else "stream_refused",
-                               str(e)) from e
-        try:
-            ws.send(json.dumps({"subscribe": list(streams), "interval_ms": int(interval_ms)}))
             while True:
                 text = ws.recv()
                 if not text:
@@ -402,8 +684,7 @@ class Client:
                 if kind == "subscribed":
                     continue
                 if kind == "error":
-                    err = ev.get("error", {})
-                    raise TensordError(400, err.get("code", "bad_request"), err.get("message", ""))
+                    raise error_from_body(400, ev.get("error", {}))
                 yield ev
         finally:
             ws.close()
@@ -418,7 +699,8 @@ class Optimizer:
 
     KINDS = ("sgd", "adam", "adamw", "adagrad", "muon")
 
-    def __init__(self, client, kind, params, state=None, **hyper):
+    def __init__(self, client: Client, kind: str, params: Union[str, Sequence[str]], state: Optional[str] = None,
+                 **hyper: Any) -> None:
         kind = str(kind).lower()
         if kind not in self.KINDS:
             raise ValueError("optimizer kind must be one of %s, got %r" % (", ".join(self.KINDS), kind))
@@ -430,14 +712,14 @@ class Optimizer:
         self.params = [p[len("$stored/"):] if p.startswith("$stored/") else p for p in params]
         self.hyper = dict(hyper)
         self.state_prefix = state or "optim/%s-%s" % (kind, uuid.uuid4().hex[:12])
-        self._dtypes = {}
+        self._dtypes: Dict[str, Optional[str]] = {}
 
-    def _dtype(self, name):
+    def _dtype(self, name: str) -> Optional[str]:
         if name not in self._dtypes:
             self._dtypes[name] = self.client.head(name)[0]
         return self._dtypes[name]
 
-    def program(self, grad_refs, amp=()):
+    def program(self, grad_refs: Sequence[str], amp: Sequence[str] = ()) -> Dict[str, Any]:
         """The one-node program of a step (``grad_refs``: value names or ``$stored/...``)."""
         kwargs = dict(self.hyper)
         if "betas" in kwargs:
@@ -452,36 +734,38 @@ class Optimizer:
                            "kwargs": kwargs, "outputs": []}],
                 "outputs": []}
 
-    def step(self, grads, grad_scale=None, found_inf=None):
+    def step(self, grads: Any, grad_scale: Any = None, found_inf: Any = None) -> None:
         """One step. ``grads``: a list aligned with ``params`` (or a dict by
-        parameter name) of numpy arrays / TensorData (sent as the parameter's
-        dtype) or stored tensor names. ``grad_scale`` / ``found_inf``: AMP
-        scalars as in PyTorch's fused optimizers (found_inf != 0 skips the step)."""
+        parameter name) of numpy arrays, torch tensors or TensorData (sent as
+        the parameter's dtype) or stored tensor names. ``grad_scale`` /
+        ``found_inf``: AMP scalars as in PyTorch's fused optimizers
+        (found_inf != 0 skips the step)."""
         if isinstance(grads, dict):
             grads = [grads[p] for p in self.params]
         grads = list(grads)
         if len(grads) != len(self.params):
             raise ValueError("got %d grads for %d params" % (len(grads), len(self.params)))
-        inputs, refs = {}, []
+        inputs: Dict[str, Any] = {}
+        refs = []
         for i, (p, g) in enumerate(zip(self.params, grads)):
             if isinstance(g, str):
                 refs.append(g if g.startswith("$stored/") else "$stored/" + g)
                 continue
             name = "g%d" % i
             want = self._dtype(p)
-            inputs[name] = g if dtype_name_of(g) == want else _convert_value(g, want)
+            inputs[name] = st.host_value(g) if dtype_name_of(g) == want else st.host_value(g, want)
             refs.append(name)
         amp = []
         for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
             if v is not None:
-                inputs[name] = np.asarray(v, dtype=np.float32).reshape(())
+                inputs[name] = st.host_value(v, "float32").reshape(())
                 amp.append(name)
         self.client.run(self.program(refs, amp), inputs=inputs)
 
-    def state(self):
+    def state(self) -> Dict[str, Dict[str, Any]]:
         """``{param: {key: array}}`` of this optimizer's stored state."""
         prefix = self.state_prefix + "/"
-        out = {}
+        out: Dict[str, Dict[str, Any]] = {}
         for item in self.client.list(prefix):
             rest = item["name"][len(prefix):]
             param, _, key = rest.rpartition("/")
@@ -489,15 +773,7 @@ class Optimizer:
         return out
 
 
-def _convert_value(value, dtype=None):
-    """Normalize a value for the safetensors encoder."""
-    if dtype is None:
-        return value
-    name, shape, raw = st.convert(value, dtype)
-    return st.from_bytes(raw, name, shape)
-
-
-def _single_op_program(op, a, kwargs, outputs):
+def _single_op_program(op: str, a: Any, kwargs: Dict[str, Any], outputs: List[str]) -> Dict[str, Any]:
     return {
         "inputs": {"a": {"dtype": dtype_name_of(a), "shape": shape_of(a)}},
         "nodes": [{"id": "n", "op": op, "args": ["a"], "kwargs": kwargs, "outputs": outputs}],
@@ -505,7 +781,7 @@ def _single_op_program(op, a, kwargs, outputs):
     }
 
 
-def _json_or_none(resp):
+def _json_or_none(resp: requests.Response) -> Any:
     if resp.content:
         try:
             return resp.json()
@@ -514,7 +790,7 @@ def _json_or_none(resp):
     return None
 
 
-def parse_shape_header(text):
+def parse_shape_header(text: str) -> List[int]:
     """Parse ``X-Tensor-Shape`` ("[2,3]", "2,3", "2x3" or "" for a scalar)."""
     text = text.strip().strip("[]()")
     if not text:
@@ -523,3 +799,8 @@ def parse_shape_header(text):
         if sep in text:
             return [int(p) for p in text.split(sep) if p.strip()]
     return [int(text)]
+
+
+# names for type hints only (imported lazily above to keep import order simple)
+from .jobs import Job  # noqa: E402
+from .program import Graph  # noqa: E402

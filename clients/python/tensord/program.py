@@ -17,7 +17,13 @@ and for elementwise ops of them; give ``specs=[(dtype, shape), ...]`` where
 they are not.
 """
 
+from __future__ import annotations
+
 import itertools
+from typing import Any, Dict, Optional, Sequence
+
+from .dtypes import dtype_name
+from .errors import NotFound
 
 _SAME_META_OPS = {"add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh",
                   "maximum", "minimum", "relu", "sigmoid", "clone", "pow", "remainder"}
@@ -37,6 +43,13 @@ class Value:
 
     def __repr__(self):
         return "Value(%r, %s, %s)" % (self.name, self.dtype, self.shape)
+
+
+def _dtype(d):
+    try:
+        return dtype_name(d)
+    except ValueError:
+        return d  # let the server name what it does not know
 
 
 def _arg(a):
@@ -62,7 +75,9 @@ class ProgramBuilder:
         return "%s%s%d" % (self._prefix, kind, self._n)
 
     def input(self, name, dtype, shape):
-        self.inputs[name] = {"dtype": dtype, "shape": list(shape)}
+        """A program input; ``dtype`` is a tensord name, an alias, a numpy or a torch dtype."""
+        dtype = _dtype(dtype)
+        self.inputs[name] = {"dtype": dtype, "shape": [int(s) for s in shape]}
         return Value(name, dtype, shape)
 
     def output(self, *values):
@@ -178,24 +193,56 @@ class ProgramBuilder:
 
 
 class Graph:
-    """A captured graph (``POST /v1/graphs``): replay it many times."""
+    """A captured graph (``POST /v1/graphs``): replay it many times.
 
-    def __init__(self, client, info):
+    A context manager: the graph (and its pool, unless another graph shares
+    it) is deleted on leaving the ``with`` block::
+
+        with c.capture(program) as g:
+            for x in batches:
+                y = g.replay(x=x)["y"]
+    """
+
+    def __init__(self, client: Any, info: Dict[str, Any]) -> None:
         self.client = client
-        self.id = info["id"]
+        self.id: str = info["id"]
+        self.name: Optional[str] = info.get("name")
         self.info_at_capture = info
+        self.deleted = False
 
-    def replay(self, return_=None, store=None, **inputs):
+    def replay(self, return_: Optional[Sequence[str]] = None, store: Optional[Dict[str, str]] = None,
+               **inputs: Any) -> Dict[str, Any]:
+        """Run the captured graph on ``inputs`` (numpy or torch, the captured shapes and
+        dtypes: 409 ``Conflict`` otherwise); returns ``{name: array}`` as ``run`` does."""
         return self.client._graph_replay(self.id, inputs, return_=return_, store=store)
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         return self.client._request("GET", "/v1/graphs/" + self.id).json()
 
-    def dot(self):
+    def dot(self) -> str:
         return self.client._request("GET", "/v1/graphs/" + self.id, params={"format": "dot"}).text
 
-    def delete(self):
-        self.client._request("DELETE", "/v1/graphs/" + self.id)
+    def delete(self) -> None:
+        """Free the graph (``DELETE /v1/graphs/{id}``). Deleting it twice is not an error."""
+        if self.deleted:
+            return
+        try:
+            self.client._request("DELETE", "/v1/graphs/" + self.id)
+        except NotFound:
+            pass
+        self.deleted = True
 
-    def __repr__(self):
+    def __enter__(self) -> "Graph":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.delete()
+            return
+        try:  # an error inside the block is the one to see
+            self.delete()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
         return "Graph(%r)" % self.id

@@ -1,336 +1,265 @@
-"""Pure-numpy safetensors encoder/decoder and the tensord dtype table.
+"""Pure-numpy safetensors encoder/decoder (API.md 3.2) and the tensor value conventions.
 
-Convention for dtypes numpy does not have (``bfloat16``, ``float8_e4m3fn``,
-``float8_e5m2``, ``float8_e8m0fnu``): such a tensor is a :class:`TensorData`,
-which holds the raw little-endian bit patterns as an unsigned integer numpy
-array (``uint16`` for bfloat16, ``uint8`` for the float8 types) in ``.bits``
-and the tensord dtype name in ``.dtype_name``.  ``TensorData.to_float32()``
-decodes the values.  Everywhere a tensor is accepted you may pass
+Everywhere a tensor is accepted you may pass
 
-* a numpy array (its dtype picks the tensord dtype),
-* a :class:`TensorData`,
+* a numpy array (its dtype picks the tensord dtype) or anything
+  ``numpy.asarray`` takes,
+* a torch tensor (any tensord dtype, bfloat16 and float8 included; on any
+  device; with or without ``requires_grad``; contiguous or not),
+* a :class:`TensorData` (raw bits of a dtype numpy lacks),
 * a tuple ``(array, dtype_name)``: if ``array`` has the unsigned integer type
   of the same width as ``dtype_name`` it is taken as raw bits, otherwise its
-  values are converted (round to nearest even; see :func:`convert`).
+  values are converted with the server's cast rules (:mod:`tensord.dtypes`).
 
-Everything a decoder returns is a numpy array for dtypes numpy has, and a
-:class:`TensorData` for the four narrow float types above.
+Decoders return numpy arrays for dtypes numpy has and :class:`TensorData`
+for bfloat16 and the float8 types.
+
+Layout of what :func:`encode` writes: the header (``__metadata__`` first,
+then the tensors in the given order) padded with spaces to a multiple of 8
+bytes, then the data without gaps, laid out by element size, largest first
+(the given order among equal sizes), as the server's own encoder does. Every
+tensor's offset is then a multiple of its element size, so in a body the
+server holds 8-byte aligned every tensor is aligned for its type and the
+server uses it in place instead of copying it; and the file is still one the
+Rust ``safetensors`` crate reads (it refuses gaps).
+
+:func:`encode_parts` gives the same bytes as a list of buffers (the header,
+then a ``memoryview`` of each tensor's own memory), which the client sends
+as they are: a large tensor is never copied into one request body.
+:func:`decode` returns arrays that are views of the buffer it is given (no
+copy) unless that buffer is read-only (``bytes``), in which case each tensor
+is copied so that results are writable numpy arrays as before.
 """
 
+from __future__ import annotations
+
 import json
+import os
 import struct
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-# name -> (safetensors tag, numpy storage dtype, native?)
-DTYPES = {
-    "bool": ("BOOL", np.dtype(np.bool_), True),
-    "uint8": ("U8", np.dtype("<u1"), True),
-    "int8": ("I8", np.dtype("<i1"), True),
-    "int16": ("I16", np.dtype("<i2"), True),
-    "int32": ("I32", np.dtype("<i4"), True),
-    "int64": ("I64", np.dtype("<i8"), True),
-    "float16": ("F16", np.dtype("<f2"), True),
-    "bfloat16": ("BF16", np.dtype("<u2"), False),
-    "float32": ("F32", np.dtype("<f4"), True),
-    "float64": ("F64", np.dtype("<f8"), True),
-    "complex64": ("C64", np.dtype("<c8"), True),
-    "complex128": ("C128", np.dtype("<c16"), True),
-    "float8_e4m3fn": ("F8_E4M3", np.dtype("<u1"), False),
-    "float8_e5m2": ("F8_E5M2", np.dtype("<u1"), False),
-    "float8_e8m0fnu": ("F8_E8M0", np.dtype("<u1"), False),
-}
-TAG_TO_NAME = {v[0]: k for k, v in DTYPES.items()}
-NARROW = tuple(k for k, v in DTYPES.items() if not v[2])
+from . import _torch
+from .dtypes import (DTYPES, KSERVE_ALIASES, NARROW, TAG_TO_NAME, TORCH_ALIASES, TensorData,  # noqa: F401
+                     bits_to_float32, canonical_dtype, cast, dtype_name, float_to_bits)
 
-# KServe v2 datatype names accepted as aliases (API.md 3.1).
-KSERVE_ALIASES = {
-    "BOOL": "bool", "UINT8": "uint8", "INT8": "int8", "INT16": "int16",
-    "INT32": "int32", "INT64": "int64", "FP16": "float16", "BF16": "bfloat16",
-    "FP32": "float32", "FP64": "float64",
-}
+__all__ = ["DTYPES", "TAG_TO_NAME", "NARROW", "KSERVE_ALIASES", "TORCH_ALIASES", "MAX_HEADER_BYTES", "TensorData",
+           "SafetensorsError", "bits_to_float32", "float_to_bits", "canonical_dtype", "dtype_name", "cast",
+           "host_value", "tensor_buffer", "convert", "from_bytes", "encode_parts", "encode", "decode", "save_file",
+           "load_file"]
 
 MAX_HEADER_BYTES = 100 * 1000 * 1000
+
+Tensor = Union[np.ndarray, TensorData]
 
 
 class SafetensorsError(ValueError):
     """A malformed safetensors buffer."""
 
 
-def canonical_dtype(name):
-    """Return the tensord dtype name for a name, a KServe alias, a tag or a numpy dtype."""
-    if isinstance(name, str):
-        if name in DTYPES:
-            return name
-        if name in KSERVE_ALIASES:
-            return KSERVE_ALIASES[name]
-        if name in TAG_TO_NAME:
-            return TAG_TO_NAME[name]
-        try:
-            dt = np.dtype(name)
-        except TypeError:
-            raise ValueError("unknown dtype %r" % (name,))
-    else:
-        dt = np.dtype(name)
-    dt = dt.newbyteorder("<") if dt.byteorder == ">" else dt
-    for k, (_, npdt, native) in DTYPES.items():
-        if native and npdt == dt.newbyteorder("<"):
-            return k
-    if dt == np.dtype(np.bool_):
-        return "bool"
-    raise ValueError("dtype %s is not supported by tensord" % dt)
+# ---------------------------------------------------------------- tensor values
+
+def _is_raw_bits(arr: Any, name: str) -> bool:
+    name = dtype_name(name)
+    if DTYPES[name][2] or not isinstance(arr, np.ndarray):
+        return False
+    storage = DTYPES[name][1]
+    return arr.dtype.kind == "u" and arr.dtype.itemsize == storage.itemsize
 
 
-# ---------------------------------------------------------------- narrow floats
-
-def _fp8_table(name):
-    """float64 values of all 256 codes of a float8 format."""
-    codes = np.arange(256, dtype=np.int64)
-    if name == "float8_e8m0fnu":
-        vals = np.ldexp(1.0, codes - 127).astype(np.float64)
-        vals[255] = np.nan
-        return vals
-    if name == "float8_e4m3fn":
-        ebits, mbits, bias = 4, 3, 7
-    elif name == "float8_e5m2":
-        ebits, mbits, bias = 5, 2, 15
-    else:
-        raise ValueError(name)
-    sign = np.where(codes >> 7, -1.0, 1.0)
-    e = (codes >> mbits) & ((1 << ebits) - 1)
-    m = codes & ((1 << mbits) - 1)
-    normal = np.ldexp(1.0 + m / float(1 << mbits), e - bias)
-    sub = np.ldexp(m / float(1 << mbits), 1 - bias)
-    vals = sign * np.where(e == 0, sub, normal)
-    emax = (1 << ebits) - 1
-    if name == "float8_e4m3fn":
-        vals[(e == emax) & (m == (1 << mbits) - 1)] = np.nan
-    else:
-        vals[(e == emax) & (m == 0)] = sign[(e == emax) & (m == 0)] * np.inf
-        vals[(e == emax) & (m != 0)] = np.nan
-    return vals
+def _convert_to(arr: Any, name: str) -> Tensor:
+    if DTYPES[name][2]:
+        return cast(arr, name)
+    arr = np.asarray(arr)
+    if _is_raw_bits(arr, name):
+        return TensorData(arr, name)
+    return TensorData(float_to_bits(arr, name), name)
 
 
-_FP8_TABLES = {}
-
-
-def _table(name):
-    if name not in _FP8_TABLES:
-        _FP8_TABLES[name] = _fp8_table(name)
-    return _FP8_TABLES[name]
-
-
-def bits_to_float32(bits, dtype_name):
-    """Decode raw bits of a narrow float type to float32."""
-    bits = np.asarray(bits)
-    if dtype_name == "bfloat16":
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    return _table(dtype_name)[bits.astype(np.int64)].astype(np.float32)
-
-
-def float_to_bits(x, dtype_name):
-    """Encode float values to raw bits (round to nearest even).
-
-    bfloat16 rounds like PyTorch.  float8_e4m3fn gives NaN past its largest
-    finite value (+half an ulp), float8_e5m2 gives inf, as PyTorch's casts do;
-    float8_e8m0fnu takes the nearest power of two.
-    """
-    x = np.asarray(x)
-    if dtype_name == "bfloat16":
-        f = x.astype(np.float32)
-        b = f.view(np.uint32).astype(np.uint64)
-        r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-        nan = np.isnan(f)
-        r[nan] = ((b[nan] >> 16).astype(np.uint16) & 0x8000) | 0x7FC0
-        return r
-    x = x.astype(np.float64)
-    table = _table(dtype_name)
-    if dtype_name == "float8_e8m0fnu":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            e = np.round(np.log2(np.abs(x)))
-        e = np.clip(np.nan_to_num(e, nan=0.0, posinf=128, neginf=-127), -127, 127)
-        out = (e + 127).astype(np.uint8)
-        out[np.isnan(x) | np.isinf(x)] = 0xFF
-        return out
-    pos_codes = np.arange(128)
-    pos_vals = table[:128]
-    finite = np.isfinite(pos_vals)
-    pos_codes, pos_vals = pos_codes[finite], pos_vals[finite]
-    top = pos_vals[-1]
-    next_val = top + (top - pos_vals[-2])          # the value one ulp past the max
-    over_code = 0x7F if dtype_name == "float8_e4m3fn" else 0x7C
-    vals = np.append(pos_vals, next_val)
-    codes = np.append(pos_codes, over_code)
-    a = np.abs(x)
-    idx = np.clip(np.searchsorted(vals, a), 1, len(vals) - 1)
-    lo, hi = vals[idx - 1], vals[idx]
-    pick_hi = (a - lo > hi - a) | ((a - lo == hi - a) & (codes[idx] % 2 == 0))
-    out = np.where(pick_hi, codes[idx], codes[idx - 1]).astype(np.uint8)
-    out[a > next_val] = over_code
-    out |= np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
-    nan_code = 0x7F if dtype_name == "float8_e4m3fn" else 0x7F
-    out[np.isnan(x)] = nan_code
-    return out
-
-
-class TensorData:
-    """A tensor of a dtype numpy lacks: raw bits plus the tensord dtype name."""
-
-    __slots__ = ("bits", "dtype_name")
-
-    def __init__(self, bits, dtype_name):
-        dtype_name = canonical_dtype(dtype_name)
-        storage = DTYPES[dtype_name][1]
-        bits = np.asarray(bits)
-        if bits.dtype != storage:
-            if bits.dtype.itemsize != storage.itemsize or bits.dtype.kind not in "ui":
-                raise TypeError("raw bits for %s must be %s, got %s" % (dtype_name, storage, bits.dtype))
-            bits = bits.view(storage)
-        self.bits = bits
-        self.dtype_name = dtype_name
-
-    @classmethod
-    def from_float(cls, values, dtype_name):
-        dtype_name = canonical_dtype(dtype_name)
-        return cls(float_to_bits(values, dtype_name), dtype_name)
-
-    @property
-    def shape(self):
-        return self.bits.shape
-
-    @property
-    def dtype(self):
-        return self.dtype_name
-
-    def to_float32(self):
-        return bits_to_float32(self.bits, self.dtype_name)
-
-    def tobytes(self):
-        return self.bits.tobytes(order="C")
-
-    def __eq__(self, other):
-        return (isinstance(other, TensorData) and other.dtype_name == self.dtype_name
-                and other.bits.shape == self.bits.shape and np.array_equal(other.bits, self.bits))
-
-    def __repr__(self):
-        return "TensorData(dtype=%s, shape=%s, bits=%r)" % (self.dtype_name, list(self.shape), self.bits)
-
-
-def convert(value, dtype=None):
-    """Normalize a tensor value: returns (dtype_name, shape list, contiguous LE bytes).
-
-    ``value`` is a numpy array / array-like, a TensorData, or (array, dtype_name).
-    ``dtype`` (optional) asks for a conversion.
-    """
+def host_value(value: Any, dtype: Any = None) -> Tensor:
+    """Normalize an accepted tensor value to a numpy array or a TensorData (no copy
+    when no conversion is needed). ``dtype`` asks for a conversion."""
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
         arr, name = value
-        return convert(TensorData(arr, name) if _is_raw_bits(arr, name) else np.asarray(arr), name)
+        name = dtype_name(name)
+        if _torch.is_tensor(arr):
+            arr = _torch.to_host(arr)
+        if not isinstance(arr, TensorData):
+            arr = np.asarray(arr)
+            if _is_raw_bits(arr, name):
+                arr = TensorData(arr, name)
+        return host_value(arr, dtype if dtype is not None else name)
+    if _torch.is_tensor(value):
+        value = _torch.to_host(value)
     if isinstance(value, TensorData):
-        if dtype is not None and canonical_dtype(dtype) != value.dtype_name:
-            return convert(value.to_float32(), dtype)
-        return value.dtype_name, list(value.bits.shape), value.tobytes()
+        if dtype is None or dtype_name(dtype) == value.dtype_name:
+            return value
+        return _convert_to(value.to_float32(), dtype_name(dtype))
     arr = np.asarray(value)
-    name = canonical_dtype(dtype) if dtype is not None else canonical_dtype(arr.dtype)
-    tag, storage, native = DTYPES[name]
-    if native:
-        arr = arr.astype(storage, copy=False)
-        return name, list(arr.shape), arr.tobytes(order="C")
-    if _is_raw_bits(arr, name):
-        bits = arr.view(storage)
+    if dtype is None:
+        dtype_name(arr.dtype)  # refuses dtypes the server does not have
+        return arr
+    return _convert_to(arr, dtype_name(dtype))
+
+
+def tensor_buffer(value: Any, dtype: Any = None) -> Tuple[str, List[int], memoryview]:
+    """``(dtype name, shape, memoryview of the contiguous little-endian bytes)``.
+
+    The memoryview is the value's own memory when it is already contiguous
+    and little-endian (no copy), else a fresh contiguous copy.
+    """
+    v = host_value(value, dtype)
+    if isinstance(v, TensorData):
+        name, arr = v.dtype_name, v.bits
     else:
-        bits = float_to_bits(arr, name)
-    return name, list(arr.shape), np.asarray(bits).tobytes(order="C")
-
-
-def _is_raw_bits(arr, name):
-    name = canonical_dtype(name)
+        name, arr = dtype_name(v.dtype), v
     storage = DTYPES[name][1]
-    arr = np.asarray(arr)
-    return (not DTYPES[name][2]) and arr.dtype.kind == "u" and arr.dtype.itemsize == storage.itemsize
+    shape = [int(s) for s in arr.shape]
+    if arr.dtype != storage:
+        arr = arr.astype(storage)
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return name, shape, memoryview(arr.reshape(-1).view(np.uint8))
 
 
-def from_bytes(buf, dtype_name, shape):
-    """Build a numpy array (or TensorData) from raw little-endian bytes."""
-    dtype_name = canonical_dtype(dtype_name)
-    tag, storage, native = DTYPES[dtype_name]
-    shape = tuple(int(s) for s in shape)
+def convert(value: Any, dtype: Any = None) -> Tuple[str, List[int], bytes]:
+    """Normalize a tensor value: returns ``(dtype_name, shape list, contiguous LE bytes)``."""
+    name, shape, mv = tensor_buffer(value, dtype)
+    return name, shape, mv.tobytes()
+
+
+def from_bytes(buf: Any, dtype_name_: str, shape: Sequence[int], copy: bool = True) -> Tensor:
+    """A numpy array (or TensorData) of raw little-endian bytes.
+
+    ``copy=False`` returns a view of ``buf`` (writable when ``buf`` is).
+    """
+    name = dtype_name(dtype_name_)
+    tag, storage, native = DTYPES[name]
+    shape_t = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape_t):
+        raise SafetensorsError("negative dimension in shape %s" % list(shape_t))
     n = 1
-    for s in shape:
+    for s in shape_t:
         n *= s
-    if len(buf) != n * storage.itemsize:
-        raise SafetensorsError("%s%s needs %d bytes, got %d" % (dtype_name, list(shape), n * storage.itemsize, len(buf)))
-    arr = np.frombuffer(bytes(buf), dtype=storage).reshape(shape).copy()
+    mv = memoryview(buf)
+    if mv.nbytes != n * storage.itemsize:
+        raise SafetensorsError("%s%s needs %d bytes, got %d" % (name, list(shape_t), n * storage.itemsize, mv.nbytes))
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    arr = np.frombuffer(mv, dtype=storage)
+    if copy:
+        arr = arr.copy()
+    arr = arr.reshape(shape_t)
     if native:
-        return arr.astype(arr.dtype.newbyteorder("="), copy=False)
-    return TensorData(arr, dtype_name)
+        if arr.dtype.byteorder not in ("=", "|") and arr.dtype != arr.dtype.newbyteorder("="):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        return arr
+    return TensorData(arr, name)
 
 
 # ---------------------------------------------------------------- safetensors
 
-def encode(tensors, metadata=None):
-    """Encode ``{name: tensor}`` (and string metadata) as safetensors bytes."""
-    header = {}
-    chunks = []
-    offset = 0
+def encode_parts(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None
+                 ) -> Tuple[List[Union[bytes, memoryview]], int]:
+    """Encode ``{name: tensor}`` (and string metadata) as a list of buffers and the total size.
+
+    The first buffer is the length and header; the others are the tensors'
+    bytes in data order, as memoryviews of their own memory where possible.
+    ``b"".join(parts)`` is the file.
+    """
+    entries = []
     for name, value in tensors.items():
-        dtype_name, shape, raw = convert(value)
-        header[name] = {"dtype": DTYPES[dtype_name][0], "shape": shape,
-                        "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
+        if name == "__metadata__":
+            raise ValueError('a tensor may not be named "__metadata__"')
+        dname, shape, mv = tensor_buffer(value)
+        entries.append((name, dname, shape, mv))
+    order = sorted(range(len(entries)), key=lambda i: -DTYPES[entries[i][1]][1].itemsize)
+    span: Dict[int, Tuple[int, int]] = {}
+    pos = 0
+    for i in order:
+        span[i] = (pos, pos + entries[i][3].nbytes)
+        pos += entries[i][3].nbytes
+    header: Dict[str, Any] = {}
     if metadata:
-        header["__metadata__"] = {k: (v if isinstance(v, str) else json.dumps(v))
-                                  for k, v in metadata.items()}
+        header["__metadata__"] = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in metadata.items()}
+    for i, (name, dname, shape, mv) in enumerate(entries):
+        header[name] = {"dtype": DTYPES[dname][0], "shape": shape, "data_offsets": list(span[i])}
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    return struct.pack("<Q", len(hjson)) + hjson + b"".join(chunks)
+    parts: List[Union[bytes, memoryview]] = [struct.pack("<Q", len(hjson)) + hjson]
+    parts.extend(entries[i][3] for i in order if entries[i][3].nbytes)
+    return parts, 8 + len(hjson) + pos
 
 
-def decode(buf):
-    """Decode safetensors bytes. Returns ``(tensors, metadata)``; validates offsets."""
-    buf = memoryview(buf)
-    if len(buf) < 8:
+def encode(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None) -> bytes:
+    """Encode ``{name: tensor}`` (and string metadata) as safetensors bytes."""
+    parts, _ = encode_parts(tensors, metadata)
+    return b"".join(parts)
+
+
+def decode(buf: Any, copy: Optional[bool] = None) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
+    """Decode a safetensors buffer. Returns ``(tensors, metadata)``; validates offsets.
+
+    ``copy`` None: tensors are views of ``buf`` when it is writable (a
+    ``bytearray``, a numpy buffer), copies when it is read-only (``bytes``).
+    """
+    mv = memoryview(buf)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    if copy is None:
+        copy = mv.readonly
+    if len(mv) < 8:
         raise SafetensorsError("safetensors buffer shorter than 8 bytes")
-    (n,) = struct.unpack("<Q", buf[:8])
+    (n,) = struct.unpack("<Q", mv[:8])
     if n > MAX_HEADER_BYTES:
         raise SafetensorsError("safetensors header of %d bytes exceeds 100 MB" % n)
-    if 8 + n > len(buf):
+    if 8 + n > len(mv):
         raise SafetensorsError("safetensors header length %d exceeds the buffer" % n)
     try:
-        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
+        header = json.loads(mv[8:8 + n].tobytes().decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise SafetensorsError("bad safetensors header: %s" % e)
+        raise SafetensorsError("bad safetensors header: %s" % e) from None
     if not isinstance(header, dict):
         raise SafetensorsError("safetensors header is not an object")
-    data = buf[8 + n:]
+    data = mv[8 + n:]
     metadata = header.pop("__metadata__", None) or {}
     spans = []
-    tensors = {}
+    tensors: Dict[str, Tensor] = {}
     for name, entry in header.items():
         try:
             tag = entry["dtype"]
             shape = entry["shape"]
             b, e = entry["data_offsets"]
         except (KeyError, TypeError, ValueError):
-            raise SafetensorsError("bad safetensors entry %r" % name)
+            raise SafetensorsError("bad safetensors entry %r" % name) from None
         if tag not in TAG_TO_NAME:
             raise SafetensorsError("unknown safetensors dtype %r" % tag)
-        if not (0 <= b <= e <= len(data)):
+        if not (isinstance(b, int) and isinstance(e, int) and 0 <= b <= e <= len(data)):
             raise SafetensorsError("offsets of %r out of range" % name)
         spans.append((b, e, name))
-        tensors[name] = from_bytes(data[b:e], TAG_TO_NAME[tag], shape)
+        tensors[name] = from_bytes(data[b:e], TAG_TO_NAME[tag], shape, copy=copy)
     spans.sort()
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
-        if b1 < e0:
+        if b1 < e0 and e1 > b1 and e0 > b0:
             raise SafetensorsError("tensors %r and %r overlap" % (n0, n1))
     return tensors, metadata
 
 
-def save_file(tensors, path, metadata=None):
+def save_file(tensors: Mapping[str, Any], path: Union[str, os.PathLike], metadata: Optional[Mapping[str, Any]] = None
+              ) -> None:
+    parts, _ = encode_parts(tensors, metadata)
     with open(path, "wb") as f:
-        f.write(encode(tensors, metadata))
+        for p in parts:
+            f.write(p)
 
 
-def load_file(path):
+def load_file(path: Union[str, os.PathLike]) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
+    """Read a file once into memory the returned arrays are views of."""
+    size = os.path.getsize(path)
+    buf = np.empty(size, np.uint8)
     with open(path, "rb") as f:
-        return decode(f.read())
+        got = f.readinto(memoryview(buf))
+    if got != size:
+        raise SafetensorsError("%s: read %d of %d bytes" % (path, got, size))
+    return decode(buf, copy=False)

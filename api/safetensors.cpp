@@ -178,7 +178,7 @@ SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body) {
     if (nbytes > 0 && reinterpret_cast<uintptr_t>(p) % element_alignment(e.dtype) == 0) {
       // The storage never writes through this pointer on its own; ops write
       // only to outputs they allocate.
-      auto storage = Storage::wrap(const_cast<char*>(p), nbytes, body);
+      auto storage = Storage::wrap(const_cast<char*>(p), nbytes, body, body->size());
       t = Tensor(TensorMeta{e.dtype, std::move(e.shape)}, std::move(storage));
     } else {
       t = Tensor::empty_host(e.dtype, std::move(e.shape));
@@ -245,16 +245,22 @@ std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>
 
   std::string header(sb.GetString(), sb.GetSize());
   header.append((8 - header.size() % 8) % 8, ' ');
+  // Appended, not resize()d then copied: a resize zero-fills every byte
+  // first (half of a large GET's time went to that memset).
   std::string out;
-  out.resize(8 + header.size() + total);
-  uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  std::memcpy(out.data() + 8, header.data(), header.size());
-  char* data = out.data() + 8 + header.size();
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  out.reserve(8 + header.size() + total);
+  const uint64_t n = header.size();
+  char len[8];
+  std::memcpy(len, &n, 8);
+  out.append(len, 8);
+  out.append(header);
+  const size_t data_start = out.size();
+  for (size_t i : order) {  // in layout order (by element size), not header order
     const Tensor& t = tensors[i].second;
-    if (t.nbytes()) std::memcpy(data + begin[i], t.data(), t.nbytes());
+    out.append(data_start + begin[i] - out.size(), '\0');  // alignment padding, if any
+    if (t.nbytes()) out.append(static_cast<const char*>(t.data()), t.nbytes());
   }
+  out.append(data_start + total - out.size(), '\0');
   return out;
 }
 

@@ -1,27 +1,80 @@
 """What the bench scripts share: starting the real binary on a free
-loopback port, percentiles, and rewriting their own section of
+loopback port (and waiting for it to be ready), config files and tokens,
+a process's RSS, percentiles, and rewriting their own section of
 bench/README.md."""
 
+import hashlib
+import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start_server(binary, args=()):
+def start_server(binary, args=(), tail=None, timeout=60.0):
     """Starts `binary --listen 127.0.0.1:0 <args>`; returns (process, "http://host:port").
-    The server's stderr is drained in the background."""
+    The server's stderr is drained in the background; with `tail` (a
+    collections.deque, or anything with append) its lines, decoded, are
+    appended to it as they come, the start-up lines before "listening on"
+    included. Raises SystemExit
+    when no "listening on" line comes within `timeout` seconds."""
     p = subprocess.Popen([binary, "--listen", "127.0.0.1:0"] + list(args), stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    line = p.stderr.readline().decode()
-    m = re.search(r"listening on (http://\S+)", line)
-    if not m:
+    found, seen = [], []
+    ready = threading.Event()
+
+    def drain():
+        for raw in iter(p.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if tail is not None:
+                tail.append(line)
+            if not found:
+                seen.append(line)
+                m = re.search(r"listening on (http://[^\s\"]+)", line)
+                if m:
+                    found.append(m.group(1))
+                    ready.set()
+        ready.set()  # the process ended
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not ready.wait(timeout) or not found:
         p.kill()
-        raise SystemExit("server did not start: " + line)
-    threading.Thread(target=lambda: [None for _ in iter(p.stderr.readline, b"")], daemon=True).start()
-    return p, m.group(1)
+        raise SystemExit("server did not start: " + "\n".join(seen[-20:]))
+    return p, found[0]
+
+
+def wait_ready(url, timeout=30.0):
+    """Polls GET /readyz until it answers 200; raises SystemExit after `timeout` s."""
+    import urllib.request
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=5) as r:
+                if r.status == 200:
+                    return
+                last = r.status
+        except OSError as e:  # URLError and HTTPError are OSErrors
+            last = e
+        time.sleep(0.05)
+    raise SystemExit("server at %s not ready after %.0f s: %s" % (url, timeout, last))
+
+
+def token_sha256(token):
+    """The hex SHA-256 a config file's `token_sha256` holds for `token`."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def write_config(cfg):
+    """Writes a --config JSON file to a temp path and returns the path (the caller unlinks it)."""
+    fd, path = tempfile.mkstemp(prefix="tensord-bench-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(cfg, f)
+    return path
 
 
 def pct(xs, q):
@@ -44,3 +97,56 @@ def write_readme_section(head, body):
         old = old.rstrip("\n") + "\n\n" + body
     with open(path, "w") as f:
         f.write(old)
+
+
+def proc_status_kib(pid, field):
+    """A `kB` field of /proc/<pid>/status (VmRSS, VmHWM, ...) in KiB; None
+    when the process is gone or has no such field."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss(pid):
+    """Resets the process's VmHWM to its current RSS (writes 5 to
+    /proc/<pid>/clear_refs); False where that is not allowed."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class RssSampler:
+    """Samples VmRSS of `pid` every `interval` seconds in a thread, for where
+    VmHWM cannot be reset: `with RssSampler(pid) as s: ...; s.peak_kib`."""
+
+    def __init__(self, pid, interval=0.002):
+        self.pid, self.interval, self.peak_kib = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            v = proc_status_kib(self.pid, "VmRSS")
+            if v is None:
+                return
+            self.peak_kib = max(self.peak_kib, v)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        v = proc_status_kib(self.pid, "VmRSS")
+        if v is not None:
+            self.peak_kib = max(self.peak_kib, v)

@@ -38,7 +38,7 @@ struct Field {
   bool number = false;
 };
 
-// Writes one event when `level` is enabled.
+// Writes one event, whatever the minimum level (info() and the others check it).
 void write(Level level, std::string_view message, std::initializer_list<Field> fields = {});
 
 inline void debug(std::string_view m, std::initializer_list<Field> f = {}) {

@@ -42,12 +42,13 @@ std::shared_ptr<Storage> Storage::allocate(Backend* backend, Device d, size_t by
   return s;
 }
 
-std::shared_ptr<Storage> Storage::wrap(void* p, size_t bytes, std::shared_ptr<const void> owner) {
+std::shared_ptr<Storage> Storage::wrap(void* p, size_t bytes, std::shared_ptr<const void> owner, size_t owner_bytes) {
   TENSORD_ASSERT(owner != nullptr);
   auto s = std::shared_ptr<Storage>(new Storage());
   s->ptr_ = p;
   s->bytes_ = bytes;
   s->owner_ = std::move(owner);
+  s->owner_bytes_ = owner_bytes;
   return s;
 }
 

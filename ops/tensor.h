@@ -43,7 +43,9 @@ class Storage {
   // Host memory owned by someone else (e.g. a request body a safetensors
   // tensor aliases): never freed here; `owner` is kept alive as long as the
   // storage is.
-  static std::shared_ptr<Storage> wrap(void* p, size_t bytes, std::shared_ptr<const void> owner);
+  // `owner_bytes`: the size of the owner's buffer, when known (0: unknown).
+  static std::shared_ptr<Storage> wrap(void* p, size_t bytes, std::shared_ptr<const void> owner,
+                                       size_t owner_bytes = 0);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -61,6 +63,12 @@ class Storage {
   // True for wrap()ped memory: a view into a buffer someone else owns (a
   // request body), which must be copied before it is kept.
   bool borrowed() const { return owner_ != nullptr; }
+  // A wrapped view that is the only user of its owner's buffer, which is at
+  // most `max_slack` bytes larger than the view (a one-tensor request body:
+  // its header): it can be kept instead of copied, as good as owned.
+  bool sole_view(size_t max_slack) const {
+    return owner_ && owner_.use_count() == 1 && owner_bytes_ >= bytes_ && owner_bytes_ - bytes_ <= max_slack;
+  }
 
  private:
   Storage() = default;
@@ -70,6 +78,7 @@ class Storage {
   size_t bytes_ = 0;
   std::shared_ptr<MemoryAccount> account_;
   std::shared_ptr<const void> owner_;  // set by wrap(): ptr_ is not ours to free
+  size_t owner_bytes_ = 0;             // the owner's buffer size (wrap), 0 when unknown
 };
 
 class Tensor {

@@ -34,6 +34,11 @@ Tensor TensorStore::owned(Tensor t, bool enforce_quota) const {
   // someone else, or a view into a larger buffer (a zero-copy request body),
   // is copied so the tenant holds exactly its own bytes.
   bool exclusive = st && !st->borrowed() && (!st->account() || st->account() == account_) && st->nbytes() == t.nbytes();
+  // A PUT's body holding just this tensor (and its small header) is kept
+  // as it is: no second copy of a large upload. The header's bytes (at most
+  // kMaxViewSlack) go uncharged.
+  constexpr size_t kMaxViewSlack = 64 << 10;
+  if (st && st->sole_view(kMaxViewSlack) && !st->account() && st->nbytes() == t.nbytes()) exclusive = true;
   if (!exclusive) t = t.clone();
   t.set_wrapped_number(false);
   t.storage()->charge(account_, enforce_quota);

@@ -73,8 +73,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void begin_request();  // headers read: counts the request as in flight
   void end_request();    // response written or connection lost
 
+  // Read buffer while a large body streams in (Beast reads at most 64 KiB
+  // a call, as much as the free capacity allows), and how often the body's
+  // inactivity timer is re-armed.
+  static constexpr size_t kBodyBufferBytes = 1 << 20;
+  static constexpr std::chrono::milliseconds kTimerRearm{500};
+
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  std::chrono::steady_clock::time_point body_timer_armed_{};
   std::shared_ptr<ServerState> state_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;

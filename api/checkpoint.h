@@ -25,7 +25,7 @@ CheckpointInfo write_checkpoint(const std::string& dir, const Tenant& tenant);
 
 struct RestoreInfo {
   std::string path;
-  int64_t tensors = 0;   // restored
+  int64_t tensors = 0;  // restored
   int64_t bytes = 0;
   bool over_quota = false;  // restored past the tenant's (shrunk) quota
   std::string skipped;      // non-empty: the file was corrupt or unreadable, nothing loaded (why)

@@ -9,7 +9,9 @@
 namespace tensord {
 
 namespace {
-[[noreturn]] void bad(const std::string& msg) { throw Error(ErrorCode::kBadRequest, "config: " + msg); }
+[[noreturn]] void bad(const std::string& msg) {
+  throw Error(ErrorCode::kBadRequest, "config: " + msg);
+}
 
 std::string key_of(const rapidjson::Value::ConstMemberIterator& it) {
   return std::string(it->name.GetString(), it->name.GetStringLength());

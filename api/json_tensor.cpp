@@ -431,6 +431,11 @@ Tensor tensor_from_json(const Value& v, const std::string& what) {
   }
 
   DType dt = dtype ? *dtype : infer_dtype(data, layout, shape, what);
+  // Nested data must match the shape before the tensor is allocated: the
+  // shape (given, or read off the first element of each level) only claims a
+  // size, and {"shape": [3709551615], "data": []} must not ask for 15 GB.
+  // (infer_dtype has walked the nesting already; a flat list was counted.)
+  if (dtype && layout == Layout::kNested) walk(data, layout, shape, what, [](const Value&, int64_t) {});
   Tensor t = Tensor::empty_host(dt, shape);
   dispatch_dtype(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;

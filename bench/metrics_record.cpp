@@ -97,10 +97,14 @@ int main(int argc, char** argv) {
     request(i);
   });
   // A 200-node job's op launches, per node (summed per op, one commit).
-  const double op_launch_ns = median_ns_per_iter(reps, std::max(1, iters / 200), [&](int) {
-    for (int k = 0; k < 200; ++k) batch.add(cp.nodes[static_cast<size_t>(k) % cp.nodes.size()].op->name, 1e-6);
-    em.ops_ran(batch);
-  }) / 200;
+  const double op_launch_ns =
+      median_ns_per_iter(reps, std::max(1, iters / 200),
+                         [&](int) {
+                           for (int k = 0; k < 200; ++k)
+                             batch.add(cp.nodes[static_cast<size_t>(k) % cp.nodes.size()].op->name, 1e-6);
+                           em.ops_ran(batch);
+                         }) /
+      200;
   const double events_ns = median_ns_per_iter(reps, iters, events);
   const double ops_ns = median_ns_per_iter(reps, iters, ops);
   const double job_end_ns = median_ns_per_iter(reps, iters, job_end);
@@ -126,9 +130,13 @@ int main(int argc, char** argv) {
     job.start();
     engine_trace::job_started(job);
     constexpr int kSpans = 200;
-    op_span_ns = median_ns_per_iter(reps, std::max(1, iters / kSpans), [&](int) {
-      for (int k = 0; k < kSpans; ++k) engine_trace::op_ran(cp, cp, cp.nodes[static_cast<size_t>(k) % cp.nodes.size()], 1e-6);
-    }) / kSpans;
+    op_span_ns =
+        median_ns_per_iter(reps, std::max(1, iters / kSpans),
+                           [&](int) {
+                             for (int k = 0; k < kSpans; ++k)
+                               engine_trace::op_ran(cp, cp, cp.nodes[static_cast<size_t>(k) % cp.nodes.size()], 1e-6);
+                           }) /
+        kSpans;
     job.succeed(JobResult{});
     engine_trace::job_ended(job);
   }

@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   double med = sorted[sorted.size() / 2];
   if (sorted.size() % 2 == 0) med = 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
-  std::printf("{\"bytes\": %zu, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"gbps\": %.3f}\n", bytes, reps,
-              med, sorted.front(), med > 0 ? static_cast<double>(bytes) / med / 1e9 : 0.0);
+  std::printf("{\"bytes\": %zu, \"reps\": %d, \"median_s\": %.6f, \"min_s\": %.6f, \"gbps\": %.3f}\n", bytes, reps, med,
+              sorted.front(), med > 0 ? static_cast<double>(bytes) / med / 1e9 : 0.0);
   return 0;
 }

@@ -1,3 +1,6 @@
+// Long file: cond, while_loop, scan, map and associative_scan are parsed,
+// shape-inferred, run and batched here together; issue 13 splits it into a
+// compile half and a run half behind one node runner.
 #include "graphs/control_flow.h"
 
 #include <cstring>
@@ -428,7 +431,8 @@ void check_control_running(const ExecOptions& opts, const ControlFlow& cf, int64
 
 void throw_past_max_iters(const ControlFlow& cf, const std::string& node) {
   throw Error(ErrorCode::kDeadlineExceeded,
-              where(cf, node) + ": still running after max_iters=" + std::to_string(cf.max_iters) + " iterations", node);
+              where(cf, node) + ": still running after max_iters=" + std::to_string(cf.max_iters) + " iterations",
+              node);
 }
 
 void set_associative_scan_parallel(bool on) {

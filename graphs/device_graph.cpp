@@ -226,7 +226,8 @@ ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const E
     if (s[1]) throw_past_max_iters(*node->control, node->id);
   }
   ExecResult res;
-  for (const auto& [name, id] : cp_->outputs) res.outputs.emplace_back(name, root_->vals[static_cast<size_t>(id)].to_host());
+  for (const auto& [name, id] : cp_->outputs)
+    res.outputs.emplace_back(name, root_->vals[static_cast<size_t>(id)].to_host());
   return res;
 }
 

@@ -36,7 +36,7 @@ struct ExecOptions {
 };
 
 struct ExecResult {
-  std::vector<std::pair<std::string, Tensor>> outputs;        // program outputs, in order
+  std::vector<std::pair<std::string, Tensor>> outputs;  // program outputs, in order
   // Stored name -> new value, in write order (a later write to a name
   // replaces an earlier one of the same job).
   std::vector<std::pair<std::string, Tensor>> stored_writes;

@@ -66,7 +66,6 @@ class GraphStore {
   std::atomic<int64_t> next_{1};
 };
 
-
 // Graphviz text of a compiled program (control-flow bodies as clusters).
 std::string graph_to_dot(const CompiledProgram& cp, const std::string& name);
 

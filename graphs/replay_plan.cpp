@@ -100,7 +100,8 @@ int64_t ReplayPlan::extra_bytes() const {
 }
 
 size_t ReplayPlan::control_plans() const {
-  return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.control != nullptr; }));
+  return static_cast<size_t>(
+      std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.control != nullptr; }));
 }
 
 void ReplayPlan::bind(GraphPool& pool, Backend* backend) {

@@ -119,8 +119,8 @@ class ReplayPlan {
   bool flat_ = false;  // false: run() is execute_program (not a CPU device)
   std::vector<Instruction> code_;
   std::vector<Tensor> values_;  // per value id: its static tensor (input buffer, constant, pool view)
-  std::vector<std::pair<std::string, Tensor>> inputs_;  // name -> static input buffer
-  std::vector<const Storage*> static_storage_;          // sorted: input buffers and pool chunks
+  std::vector<std::pair<std::string, Tensor>> inputs_;              // name -> static input buffer
+  std::vector<const Storage*> static_storage_;                      // sorted: input buffers and pool chunks
   std::vector<std::pair<const char*, const char*>> static_ranges_;  // sorted: bytes of every static value
   size_t n_buffers_ = 0;
   std::atomic<int64_t> slot_copies_{0};

@@ -38,8 +38,8 @@ std::shared_ptr<spdlog::logger> make_logger(Format f) {
   auto logger = std::make_shared<spdlog::logger>("tensord", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   // Time in UTC with milliseconds; JSON lines get the rest of the object
   // from write() (the message and fields, already JSON).
-  const char* pattern = f == Format::kJson ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l",%v})"
-                                           : "%Y-%m-%dT%H:%M:%S.%eZ %l %v";
+  const char* pattern =
+      f == Format::kJson ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l",%v})" : "%Y-%m-%dT%H:%M:%S.%eZ %l %v";
   logger->set_formatter(std::make_unique<spdlog::pattern_formatter>(pattern, spdlog::pattern_time_type::utc));
   logger->set_level(spdlog::level::trace);  // the level check is ours (enabled)
   logger->flush_on(spdlog::level::trace);   // a line is on stderr when write returns

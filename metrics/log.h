@@ -30,8 +30,8 @@ struct Field {
   Field(std::string_view k, const std::string& v) : key(k), value(v) {}
   Field(std::string_view k, const char* v) : key(k), value(v ? v : "") {}
   template <std::integral T>
-  Field(std::string_view k, T v) : key(k), value(std::is_same_v<T, bool> ? (v ? "true" : "false") : std::to_string(v)),
-                                   number(true) {}
+  Field(std::string_view k, T v)
+      : key(k), value(std::is_same_v<T, bool> ? (v ? "true" : "false") : std::to_string(v)), number(true) {}
   Field(std::string_view k, double v);
   std::string_view key;
   std::string value;

@@ -12,7 +12,7 @@
 namespace prometheus {
 class Registry;
 struct MetricFamily;
-}
+}  // namespace prometheus
 
 namespace tensord {
 

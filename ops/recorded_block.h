@@ -35,8 +35,8 @@ struct RecordedBlock {
   bool has_state = false;
   int n_inputs = 0;
   void* out = nullptr;
-  size_t out_elem = 0;     // bytes per output element
-  int64_t out_count = 0;   // elements written: n, or 1 for a fold
+  size_t out_elem = 0;    // bytes per output element
+  int64_t out_count = 0;  // elements written: n, or 1 for a fold
   const void* in[kMaxInputs] = {};
   // Operands held here instead (in[k] unused): a literal scalar the kernel
   // converted to its compute type, which is the same on every run.

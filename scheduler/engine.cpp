@@ -248,7 +248,8 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
       }
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s, std::chrono::steady_clock::time_point end) {
+      eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s,
+                       std::chrono::steady_clock::time_point end) {
         if (op_metrics) {
           ops.add(b.op->name, s);
           if (++uncommitted == kOpsPerCommit) {

@@ -51,10 +51,10 @@ struct EngineMetrics::Impl {
   };
   using GaugePair = std::pair<prometheus::Gauge*, prometheus::Gauge*>;
   std::mutex mu;
-  std::map<std::pair<std::string, std::string>, JobSeries> job_series;  // (tenant, partition)
+  std::map<std::pair<std::string, std::string>, JobSeries> job_series;                // (tenant, partition)
   JobSeries& series_locked(const std::string& tenant, const std::string& partition);  // under mu
-  std::map<std::string, GaugePair> tenant_mem;                          // used, limit
-  std::map<std::string, GaugePair> device_mem;                          // used, total
+  std::map<std::string, GaugePair> tenant_mem;                                        // used, limit
+  std::map<std::string, GaugePair> device_mem;                                        // used, total
 
   // Scheduler state mirrored from its events, with the gauge it drives.
   struct Level {

@@ -22,7 +22,7 @@ struct JobSpec {
   std::optional<std::vector<std::string>> return_names;
   int64_t deadline_ms = 0;  // 0: none
   int priority = 0;
-  std::string graph_id;  // set for a captured graph's replay: trace spans carry it
+  std::string graph_id;    // set for a captured graph's replay: trace spans carry it
   std::string request_id;  // the request that submitted it (the job's log line)
 };
 

@@ -28,10 +28,9 @@ namespace tensord {
 class OpMetrics {
  public:
   // Upper bounds (seconds) of the op_seconds buckets; +Inf follows.
-  static constexpr std::array<double, 22> kBounds = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
-                                                     0.001,   0.0025,   0.005,   0.01,   0.025,   0.05,
-                                                     0.1,     0.25,     0.5,     1,      2.5,     5,
-                                                     10,      30,       60,      300};
+  static constexpr std::array<double, 22> kBounds = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                     0.005,   0.01,     0.025,   0.05,   0.1,     0.25,   0.5,   1,
+                                                     2.5,     5,        10,      30,     60,      300};
   static constexpr size_t kBuckets = kBounds.size() + 1;
 
   // Per op: launches, bucket counts (not cumulative), total nanoseconds.

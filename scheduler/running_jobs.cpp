@@ -41,7 +41,8 @@ void RunningJobs::flush_busy(Clock::time_point now, const BusyFn& fn) {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [p, e] : jobs_) {
       if (now <= e.counted_until) continue;
-      due.push_back({e.job->tenant(), e.job->partition(), std::chrono::duration<double>(now - e.counted_until).count()});
+      due.push_back(
+          {e.job->tenant(), e.job->partition(), std::chrono::duration<double>(now - e.counted_until).count()});
       e.counted_until = now;
     }
   }

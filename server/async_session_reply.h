@@ -21,8 +21,8 @@ class HttpSession;
 
 class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this<AsyncSessionReply> {
  public:
-  AsyncSessionReply(std::shared_ptr<HttpSession> session, std::string method, std::string route,
-                    std::string request_id, bool head, bool keep_alive);
+  AsyncSessionReply(std::shared_ptr<HttpSession> session, std::string method, std::string route, std::string request_id,
+                    bool head, bool keep_alive);
   ~AsyncSessionReply() override;
 
   // Runs the route's handler (on the calling thread, which becomes the
@@ -43,7 +43,7 @@ class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this
   const std::string method_, route_, request_id_;
   const bool head_, keep_alive_;
   std::optional<TraceRequestScope> trace_;  // the request's span, until the answer
-  std::atomic<bool> started_{false};  // start() is done with trace_
+  std::atomic<bool> started_{false};        // start() is done with trace_
   std::mutex mu_;
   bool finished_ = false;
   bool gone_ = false;

@@ -77,13 +77,14 @@ CheckpointInfo Checkpointer::write(const Tenant& tenant, std::string_view why) {
     written_[tenant.name] = ci.version;
   }
   CheckpointMetrics::get().ok(tenant.name);
-  log::info("checkpoint written",
-            {{"tenant", tenant.name},
-             {"why", why},
-             {"tensors", ci.tensors},
-             {"bytes", ci.bytes},
-             {"path", ci.path},
-             {"duration_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
+  log::info(
+      "checkpoint written",
+      {{"tenant", tenant.name},
+       {"why", why},
+       {"tensors", ci.tensors},
+       {"bytes", ci.bytes},
+       {"path", ci.path},
+       {"duration_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}});
   return ci;
 }
 
@@ -131,8 +132,8 @@ void Checkpointer::restore(Tenant& tenant) {
     log::warn("checkpoint restored past the tenant's memory quota: new writes fail until usage is under it",
               {{"tenant", tenant.name}, {"bytes", ri.bytes}, {"limit", tenant.account->limit()}});
   }
-  log::info("checkpoint restored", {{"tenant", tenant.name}, {"tensors", ri.tensors}, {"bytes", ri.bytes},
-                                    {"path", ri.path}});
+  log::info("checkpoint restored",
+            {{"tenant", tenant.name}, {"tensors", ri.tensors}, {"bytes", ri.bytes}, {"path", ri.path}});
 }
 
 void Checkpointer::start_timer(std::chrono::seconds every) {

@@ -52,7 +52,7 @@ class Checkpointer {
 
   const std::string dir_;
   TenantRegistry* const tenants_;
-  std::mutex mu_;                                            // guards the maps
+  std::mutex mu_;                                             // guards the maps
   std::map<std::string, std::unique_ptr<std::mutex>> locks_;  // one writer per tenant
   std::map<std::string, uint64_t> written_;                   // store version on disk, per tenant
   std::mutex timer_mu_;

@@ -31,10 +31,11 @@ prometheus::Counter& reloads(const std::string& result) {
 }
 
 prometheus::Gauge& last_reload_ok() {
-  static auto& family = prometheus::BuildGauge()
-                            .Name("tensord_config_last_reload_successful")
-                            .Help("1 when the last config reload (SIGHUP) was applied or none was tried, 0 when it failed")
-                            .Register(metrics_registry());
+  static auto& family =
+      prometheus::BuildGauge()
+          .Name("tensord_config_last_reload_successful")
+          .Help("1 when the last config reload (SIGHUP) was applied or none was tried, 0 when it failed")
+          .Register(metrics_registry());
   return family.Add({});
 }
 

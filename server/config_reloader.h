@@ -16,7 +16,7 @@ class TenantRegistry;
 class Checkpointer;
 
 struct ReloadTarget {
-  std::string config_path;  // empty: no --config, nothing to reload
+  std::string config_path;               // empty: no --config, nothing to reload
   Checkpointer* checkpointer = nullptr;  // restores new tenants' checkpoints (null: none)
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;

@@ -68,9 +68,9 @@ class HttpServer {
   // hook runs on the server's control strand and must not block. Set before
   // run().
   struct DrainHooks {
-    std::function<void()> begin;    // once, when draining starts: refuse new work
-    std::function<size_t()> busy;   // work still running that the drain waits for
-    std::function<void()> expire;   // the timeout passed: cancel the rest (called again while it lasts)
+    std::function<void()> begin;   // once, when draining starts: refuse new work
+    std::function<size_t()> busy;  // work still running that the drain waits for
+    std::function<void()> expire;  // the timeout passed: cancel the rest (called again while it lasts)
   };
   void set_drain_hooks(DrainHooks hooks);
   // Same as set_drain_hooks({on_drain, {}, {}}).

@@ -97,7 +97,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string method_;
   std::shared_ptr<std::string> caller_;  // the request's tenant, once authenticated (log line)
   size_t bytes_in_ = 0;                  // the request body's size (log line)
-  unsigned version_ = 11;  // of the request being answered: 10 or 11
+  unsigned version_ = 11;                // of the request being answered: 10 or 11
   std::chrono::steady_clock::time_point start_;
   std::unique_ptr<std::array<char, 16 * 1024>> discard_;  // only while lingering
 };

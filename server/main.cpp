@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
       if (!log::parse_format(v, log_format)) usage_error("--log-format must be text or json, got '" + v + "'");
     } else if (flag == "--log-level") {
       std::string v = value();
-      if (!log::parse_level(v, log_level)) usage_error("--log-level must be debug, info, warn or error, got '" + v + "'");
+      if (!log::parse_level(v, log_level))
+        usage_error("--log-level must be debug, info, warn or error, got '" + v + "'");
     } else if (flag == "--drain-timeout") {
       sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
     } else if (flag == "--config") {
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
     // The line scripts wait for ends with the URL (they split it off the
     // line); written whatever --log-level says, so they always find it.
     log::write(log::Level::kInfo, "tensord " TENSORD_VERSION " (" + bname + ") listening on http://" + host + ":" +
-              std::to_string(server.port()));
+                                      std::to_string(server.port()));
     log::info("serving", {{"backend", bname},
                           {"partitions", config.partitions.size()},
                           {"tenants", config.tenants.size()},
@@ -254,7 +255,8 @@ int main(int argc, char** argv) {
     }
     // A job stuck inside one long kernel cannot stop at a node boundary:
     // the process does not wait for it.
-    for (int i = 0; i < 100 && engine.running_jobs() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 100 && engine.running_jobs() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (engine.running_jobs() > 0) {
       log::warn("exiting with jobs still inside a kernel", {{"jobs", engine.running_jobs()}});
       ShutdownWatchdog::exit_now(0);

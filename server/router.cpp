@@ -168,7 +168,8 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
     if (r.method == req.method) {
       req.route = r.route_template;
       req.params = std::move(params);
-      if (!r.handler) throw Error(ErrorCode::kInternal, "asynchronous route " + r.route_template + " called synchronously");
+      if (!r.handler)
+        throw Error(ErrorCode::kInternal, "asynchronous route " + r.route_template + " called synchronously");
       return r.handler(req);
     }
     if (path_match == nullptr) path_match = &r;

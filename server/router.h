@@ -88,7 +88,7 @@ class Router {
     std::string raw_template;    // as registered
     std::vector<Piece> pieces;
     Handler handler;
-    AsyncHandler async;     // kAsync
+    AsyncHandler async;      // kAsync
     size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
     Dispatch dispatch = Dispatch::kInline;
     size_t literal_chars = 0;

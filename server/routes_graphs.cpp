@@ -77,35 +77,39 @@ void add_graph_routes(Router& r, AppContext& app) {
   // Answered from the job's end, like /v1/run (answer_job). A replay's body
   // is only inputs to decode (no program): up to 32 KiB on the io thread.
   constexpr size_t kReplayInlineBody = 32 << 10;
-  r.add_async("POST", "/v1/graphs/{id}/replay", [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    auto g = find_graph(*store, req, tenant);
-    JobSpec spec = parse_replay_request(req);
-    spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
-    spec.request_id = req.request_id;
-    for (const auto& [out, stored_name] : spec.store) {
-      for (const auto& [name, id] : g->program->outputs) {
-        if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
-          throw Error(ErrorCode::kBadRequest, "store: output '" + out + "' is a graph input; store the input itself");
+  r.add_async(
+      "POST", "/v1/graphs/{id}/replay",
+      [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+        Tenant& tenant = authenticate(req, *app.tenants);
+        auto g = find_graph(*store, req, tenant);
+        JobSpec spec = parse_replay_request(req);
+        spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
+        spec.request_id = req.request_id;
+        for (const auto& [out, stored_name] : spec.store) {
+          for (const auto& [name, id] : g->program->outputs) {
+            if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
+              throw Error(ErrorCode::kBadRequest,
+                          "store: output '" + out + "' is a graph input; store the input itself");
+            }
+          }
         }
-      }
-    }
-    g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
-    const bool st = wants_safetensors(req);
-    auto enc = req.query.find("encoding");
-    const bool b64 = enc != req.query.end() && enc->second == "b64";
-    std::shared_ptr<Job> job =
-        app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, reply, st, b64](Job& j) {
-          // Counted before the answer goes out: a client that reads the
-          // graph right after its reply sees this replay.
-          if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
-          answer_job(j, reply, st, b64);
+        g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
+        const bool st = wants_safetensors(req);
+        auto enc = req.query.find("encoding");
+        const bool b64 = enc != req.query.end() && enc->second == "b64";
+        std::shared_ptr<Job> job =
+            app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, reply, st, b64](Job& j) {
+              // Counted before the answer goes out: a client that reads the
+              // graph right after its reply sees this replay.
+              if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
+              answer_job(j, reply, st, b64);
+            });
+        std::weak_ptr<Job> weak = job;
+        reply->on_client_gone([weak] {
+          if (auto j = weak.lock()) j->cancel("the client closed the connection");
         });
-    std::weak_ptr<Job> weak = job;
-    reply->on_client_gone([weak] {
-      if (auto j = weak.lock()) j->cancel("the client closed the connection");
-    });
-  }, kReplayInlineBody);
+      },
+      kReplayInlineBody);
 
   r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

@@ -84,16 +84,19 @@ void add_run_routes(Router& r, AppContext& app) {
   // away cancels the job (499). The io thread parses and compiles bodies up
   // to 8 KiB (~0.2 ms of work at most); larger programs go to the pool.
   constexpr size_t kRunInlineBody = 8 << 10;
-  r.add_async("POST", "/v1/run", [&app](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    const bool st = wants_safetensors(req), b64 = b64_requested(req);
-    std::shared_ptr<Job> job =
-        app.engine->run_async(tenant, parse_job_request(req), [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
-    std::weak_ptr<Job> weak = job;
-    reply->on_client_gone([weak] {
-      if (auto j = weak.lock()) j->cancel("the client closed the connection");
-    });
-  }, kRunInlineBody);
+  r.add_async(
+      "POST", "/v1/run",
+      [&app](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+        Tenant& tenant = authenticate(req, *app.tenants);
+        const bool st = wants_safetensors(req), b64 = b64_requested(req);
+        std::shared_ptr<Job> job = app.engine->run_async(tenant, parse_job_request(req),
+                                                         [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
+        std::weak_ptr<Job> weak = job;
+        reply->on_client_gone([weak] {
+          if (auto j = weak.lock()) j->cancel("the client closed the connection");
+        });
+      },
+      kRunInlineBody);
 
   add_offloaded(r, "POST", "/v1/jobs", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

@@ -16,10 +16,10 @@ void register_elementwise_ops(OpRegistry& r) {
   // Kernels that are one engine loop over their operands (a replay may
   // record the loop, ops/recorded_block.h). Not `to` (may return its input)
   // nor copy_ (writes a stored tensor).
-  for (const char* name : {"add",   "sub",   "mul",  "div",  "pow",   "maximum",     "minimum", "eq",
-                           "ne",    "lt",    "le",   "gt",   "ge",    "logical_and", "logical_or", "where",
-                           "neg",   "abs",   "exp",  "log",  "sqrt",  "rsqrt",       "relu",    "sigmoid",
-                           "tanh",  "logical_not", "clamp"}) {
+  for (const char* name :
+       {"add", "sub", "mul",  "div",   "pow",         "maximum",    "minimum", "eq",          "ne",
+        "lt",  "le",  "gt",   "ge",    "logical_and", "logical_or", "where",   "neg",         "abs",
+        "exp", "log", "sqrt", "rsqrt", "relu",        "sigmoid",    "tanh",    "logical_not", "clamp"}) {
     OpDef* d = r.find_mutable(name);
     TENSORD_ASSERT(d != nullptr);
     d->records_blocks = true;

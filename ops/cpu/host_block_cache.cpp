@@ -11,7 +11,9 @@ void* raw_alloc(size_t bytes) {
 }
 }  // namespace
 
-HostBlockCache::~HostBlockCache() { trim(); }
+HostBlockCache::~HostBlockCache() {
+  trim();
+}
 
 size_t HostBlockCache::size_class(size_t bytes) {
   if (bytes < kMinBytes) return 0;

@@ -86,8 +86,8 @@ float number_value(const Tensor& t) {
     case DType::kBool:
       return *t.data_ptr<bool>() ? 1.f : 0.f;
     default:
-      throw Error(ErrorCode::kInternal, "cuda elementwise: a wrapped number of dtype " +
-                                            std::string(dtype_name(t.dtype())));
+      throw Error(ErrorCode::kInternal,
+                  "cuda elementwise: a wrapped number of dtype " + std::string(dtype_name(t.dtype())));
   }
 }
 
@@ -99,7 +99,8 @@ Operand operand_of(const Tensor& t, const Shape& out, const Geometry& g) {
     return o;
   }
   if (t.device().type != DeviceType::kCUDA || t.dtype() != DType::kFloat32) {
-    throw Error(ErrorCode::kInternal, "cuda elementwise: operand " + t.meta().str() + " is not a float32 device tensor");
+    throw Error(ErrorCode::kInternal,
+                "cuda elementwise: operand " + t.meta().str() + " is not a float32 device tensor");
   }
   o.p = t.data_ptr<float>();
   if (t.shape() == out) {
@@ -170,7 +171,7 @@ void add_unary(OpRegistry& r, const char* name) {
     const Geometry g = geometry_of(x.shape());
     if (g.n == 0) return std::vector<Tensor>{out};
     unary_kernel<<<blocks_for(g.n), kThreads, 0, raw_stream(ctx)>>>(Op<float>{}, operand_of(x, x.shape(), g), g,
-                                                                     out.data_ptr<float>());
+                                                                    out.data_ptr<float>());
     TENSORD_CUDA_CHECK(cudaGetLastError());
     return std::vector<Tensor>{out};
   };

@@ -12,8 +12,8 @@ namespace {
 std::string cfg(const std::string& tenants_extra = "", const std::string& top_extra = "") {
   return R"({"partitions": [{"name": "p", "share": 0.5, "workqueue_limit": 3}],
              "tenants": [{"name": "a", "token_sha256": ")" +
-         sha256_hex("tok-a") + R"(", "partition": "p", "weight": 2, "memory_bytes": 100)" + tenants_extra +
-         R"(}])" + top_extra + "}";
+         sha256_hex("tok-a") + R"(", "partition": "p", "weight": 2, "memory_bytes": 100)" + tenants_extra + R"(}])" +
+         top_extra + "}";
 }
 
 TEST(ConfigJson, ParsesTheApiExample) {
@@ -29,9 +29,9 @@ TEST(ConfigJson, ParsesTheApiExample) {
 }
 
 TEST(ConfigJson, RejectsMistakes) {
-  for (const std::string& bad : {std::string("[]"), std::string("{}"), cfg(R"(, "x": 1)"), cfg("", R"(, "y": [])"),
-                                 cfg(R"(, "admin": 1)"), cfg(R"(, "max_running": 0)"), cfg(R"(, "weight": 0)"),
-                                 std::string(R"({"partitions": [], "tenants": []})")}) {
+  for (const std::string& bad :
+       {std::string("[]"), std::string("{}"), cfg(R"(, "x": 1)"), cfg("", R"(, "y": [])"), cfg(R"(, "admin": 1)"),
+        cfg(R"(, "max_running": 0)"), cfg(R"(, "weight": 0)"), std::string(R"({"partitions": [], "tenants": []})")}) {
     try {
       config_from_json(bad);
       ADD_FAILURE() << "accepted " << bad;

@@ -358,6 +358,21 @@ TEST(JsonTensor, RejectsWrongCountsAndRaggedData) {
   expect_bad(R"({"dtype":"float32","shape":[1],"data":[null]})", "got null");
 }
 
+// Found by tests/fuzz (json_tensor_fuzz, corpus regress-shape-larger-than-data):
+// with a dtype given, the tensor was allocated before nested data was
+// checked against the shape, so a 50-byte body could ask for 15 GB, or for
+// more than the host has (std::bad_alloc: a 500 instead of a 400).
+TEST(JsonTensor, ShapeLargerThanNestedDataFailsBeforeAllocating) {
+  expect_bad(R"({"dtype":"float32","shape":[3709551615],"data":[]})", "expected a list of 3709551615");
+  expect_bad(R"({"dtype":"float64","shape":[70368744177664],"data":[]})", "expected a list of 70368744177664");
+  expect_bad(R"({"dtype":"complex128","shape":[70368744177664,1],"data":[[[1,2]]]})", "at dimension 0");
+  // Without "shape" the sizes are read off each level's first element:
+  // 16 levels of 8 claim 2^48 float64 elements (2 PiB) in a few hundred bytes.
+  std::string data = "0";
+  for (int level = 0; level < 16; ++level) data = "[" + data + ",0,0,0,0,0,0,0]";
+  expect_bad(R"({"dtype":"float64","data":)" + data + "}", "data does not match shape");
+}
+
 TEST(JsonTensor, RejectsBadShapes) {
   expect_bad(R"({"dtype":"float32","shape":[-1],"data":[]})", "non-negative integers");
   expect_bad(R"({"dtype":"float32","shape":[2.5],"data":[1,2]})", "non-negative integers");

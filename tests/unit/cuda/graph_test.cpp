@@ -78,7 +78,8 @@ TEST_F(CudaGraphTest, WhileLoopReplaysTheTripCountTheDataSays) {
   auto pl = plan(p, {{"s", kOne}, {"x", kVec}, {"limit", kOne}});
   ASSERT_NE(pl->device_graph(), nullptr);
   for (float limit : {3.f, 0.f, 7.f, 1.f}) {
-    std::map<std::string, Tensor> in = {{"s", f32({}, {0})}, {"x", f32({3}, {1, -2, 0.5f})}, {"limit", f32({}, {limit})}};
+    std::map<std::string, Tensor> in = {
+        {"s", f32({}, {0})}, {"x", f32({3}, {1, -2, 0.5f})}, {"limit", f32({}, {limit})}};
     expect_same(on_device(*pl, in), on_cpu(in));
   }
   EXPECT_TRUE(pl->device_graph()->captured());

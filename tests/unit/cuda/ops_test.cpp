@@ -64,8 +64,8 @@ class CudaOpsTest : public ::testing::Test {
   // with `stored`, `steps` times; the last result and the tenant's stored
   // tensors (copied to the host).
   static std::pair<JobResult, std::map<std::string, Tensor>> run(const char* backend, const JobSpec& s,
-                                                                  const std::map<std::string, Tensor>& stored,
-                                                                  int steps = 1) {
+                                                                 const std::map<std::string, Tensor>& stored,
+                                                                 int steps = 1) {
     Engine e(make_backend(backend, 1), config());
     Tenant t(config().tenants[0]);
     for (const auto& [n, v] : stored) t.store.put(n, v.clone_host());

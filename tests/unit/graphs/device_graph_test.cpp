@@ -54,11 +54,10 @@ TEST(DeviceGraph, CondAndWhileLoopCaptureWhenTheirBodiesDo) {
   std::vector<ProgramInput> in = {{"s", kOne}, {"x", kVec}, {"limit", kOne}};
   Node inner = float_cond();
   inner.args = {ref("p"), ref("x")};
-  outer.subprograms["body"] =
-      sub(in,
-          {node("a", "add", {ref("s"), lit(Attr(1.0))}, {"t"}), node("p", "lt", {ref("s"), lit(Attr(2.0))}, {"p"}),
-           inner},
-          {"t", "y", "limit"});
+  outer.subprograms["body"] = sub(
+      in,
+      {node("a", "add", {ref("s"), lit(Attr(1.0))}, {"t"}), node("p", "lt", {ref("s"), lit(Attr(2.0))}, {"p"}), inner},
+      {"t", "y", "limit"});
   Program nested;
   nested.nodes.push_back(outer);
   nested.outputs = {"x2"};
@@ -71,9 +70,9 @@ TEST(DeviceGraph, CondAndWhileLoopCaptureWhenTheirBodiesDo) {
       << "max_iters=0 fails before the first trip: the executor's path";
 
   Node sc = node("s", "scan", {ref("init"), ref("xs")}, {"c", "ys"});
-  sc.subprograms["body"] = sub({{"c", kOne}, {"x", kOne}},
-                               {node("a", "add", {ref("c"), ref("x")}, {"n"}), node("m", "mul", {ref("n"), ref("x")}, {"y"})},
-                               {"n", "y"});
+  sc.subprograms["body"] =
+      sub({{"c", kOne}, {"x", kOne}},
+          {node("a", "add", {ref("c"), ref("x")}, {"n"}), node("m", "mul", {ref("n"), ref("x")}, {"y"})}, {"n", "y"});
   Program scan;
   scan.nodes.push_back(sc);
   scan.outputs = {"c"};

@@ -17,8 +17,6 @@ namespace tensord {
 namespace {
 using namespace testing_util;
 
-
-
 struct FakeFixture {
   FakeBackend backend{1};
   std::shared_ptr<MemoryAccount> acct = std::make_shared<MemoryAccount>("t");
@@ -127,7 +125,7 @@ TEST(DevicePlacement, ControlFlowTestsOnTheHostWhileItsBodiesUseTheDevice) {
   c.subprograms["else"] = sub({{"a", meta(DType::kFloat32, {3})}}, {node("n", "neg", {ref("a")}, {"r"})}, {"r"});
   Program p;
   p.nodes.push_back(node("s", "add", {ref("x"), ref("x")}, {"x2"}));  // on the device
-  p.nodes.push_back(node("t", "sum", {ref("x2")}, {"total"}));         // host fallback
+  p.nodes.push_back(node("t", "sum", {ref("x2")}, {"total"}));        // host fallback
   p.nodes.push_back(node("g", "gt", {ref("total"), lit(Attr(0.0))}, {"p"}));
   c.args = {ref("p"), ref("x2")};
   p.nodes.push_back(c);

@@ -61,8 +61,8 @@ TEST(GraphStore, ControlFlowPlansCountInTheGraphAndGoWithIt) {
   GraphStore store;
   const TensorMeta x{DType::kFloat32, {256}};
   Node w = node("l", "while_loop", {ref("x")}, {"y"});
-  w.subprograms["cond"] = sub({{"v", x}}, {node("s", "sum", {ref("v")}, {"t"}), node("c", "lt", {ref("t"), lit(Attr(1e6))}, {"b"})},
-                              {"b"});
+  w.subprograms["cond"] =
+      sub({{"v", x}}, {node("s", "sum", {ref("v")}, {"t"}), node("c", "lt", {ref("t"), lit(Attr(1e6))}, {"b"})}, {"b"});
   w.subprograms["body"] = sub({{"v", x}}, {node("m", "mul", {ref("v"), lit(Attr(2.0))}, {"r"})}, {"r"});
   Program p;
   p.nodes.push_back(w);

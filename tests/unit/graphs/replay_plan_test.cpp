@@ -303,11 +303,11 @@ Program fibonacci_program() {
   half.subprograms["then"] =
       sub({{"v", meta(DType::kFloat32, {2})}}, {node("d", "mul", {ref("v"), lit(Attr(0.5))}, {"r"})}, {"r"});
   half.subprograms["else"] = sub({{"v", meta(DType::kFloat32, {2})}}, {}, {"v"});
-  w.subprograms["body"] = sub(in,
-                              {node("inc", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"}),
-                               node("s", "add", {ref("a"), ref("b")}, {"s"}), node("m", "amax", {ref("s")}, {"mx"}),
-                               node("g", "gt", {ref("mx"), lit(Attr(100.0))}, {"big"}), half},
-                              {"j", "b", "s2", "n"});
+  w.subprograms["body"] =
+      sub(in,
+          {node("inc", "add", {ref("i"), lit(Attr(int64_t{1}))}, {"j"}), node("s", "add", {ref("a"), ref("b")}, {"s"}),
+           node("m", "amax", {ref("s")}, {"mx"}), node("g", "gt", {ref("mx"), lit(Attr(100.0))}, {"big"}), half},
+          {"j", "b", "s2", "n"});
   Program p;
   p.nodes.push_back(w);
   p.outputs = {"i2", "a2", "b2"};
@@ -321,8 +321,8 @@ TEST(ReplayPlan, LoopsWithSwappedCarriesAndNestedCondMatchTheExecutor) {
   for (int64_t n : {0, 1, 2, 7, 30, 200}) {
     f.expect_same(cap, {{"i", i64(0)}, {"a", f32({2}, {0, 1})}, {"b", f32({2}, {1, -2})}, {"n", i64(n)}});
   }
-  ExecResult r = cap.plan->run({{"i", i64(0)}, {"a", f32({2}, {0, 0})}, {"b", f32({2}, {1, 1})}, {"n", i64(5)}},
-                               f.opts());
+  ExecResult r =
+      cap.plan->run({{"i", i64(0)}, {"a", f32({2}, {0, 0})}, {"b", f32({2}, {1, 1})}, {"n", i64(5)}}, f.opts());
   EXPECT_FLOAT_EQ(r.outputs[1].second.data_ptr<float>()[0], 5.f);  // fib: 0 1 1 2 3 5 8
   EXPECT_FLOAT_EQ(r.outputs[2].second.data_ptr<float>()[0], 8.f);
 
@@ -379,9 +379,9 @@ TEST(ReplayPlan, SubprogramsThatWriteStoredTensorsKeepTheGeneralPath) {
   StoredLookup lookup = [&](const std::string& n) { return n == "w" ? std::optional<Tensor>(w) : std::nullopt; };
   Program p;
   Node c = node("c", "cond", {ref("pr"), ref("x")}, {"y"});
-  c.subprograms["then"] = sub({{"a", meta(DType::kFloat32, {2})}},
-                              {node("cp", "copy_", {ref("$stored/w"), ref("a")}, {}), node("n", "neg", {ref("a")}, {"r"})},
-                              {"r"});
+  c.subprograms["then"] =
+      sub({{"a", meta(DType::kFloat32, {2})}},
+          {node("cp", "copy_", {ref("$stored/w"), ref("a")}, {}), node("n", "neg", {ref("a")}, {"r"})}, {"r"});
   c.subprograms["else"] = sub({{"a", meta(DType::kFloat32, {2})}}, {}, {"a"});
   p.nodes.push_back(c);
   p.outputs = {"y"};
@@ -520,18 +520,17 @@ TEST(ReplayPlan, RecordedLoopsOverIntegersBoolsAndNarrowFloats) {
   p.nodes.push_back(node("g", "gt", {ref("i2"), lit(Attr(int64_t{0}))}, {"pos"}));
   p.nodes.push_back(node("w", "where", {ref("pos"), ref("i2"), ref("i")}, {"i3"}));
   p.nodes.push_back(node("x", "amax", {ref("i3")}, {"top"}));
-  p.nodes.push_back(node("s", "sum", {ref("pos")}, {"npos"}));  // bool -> int64
+  p.nodes.push_back(node("s", "sum", {ref("pos")}, {"npos"}));               // bool -> int64
   p.nodes.push_back(node("h", "add", {ref("hf"), lit(Attr(0.5))}, {"h1"}));  // float16: staged casts, not recorded
   p.nodes.push_back(node("c", "clamp", {ref("h1")}, {"h2"}, {{"min", lit(Attr(-1.0))}, {"max", lit(Attr(1.0))}}));
   p.outputs = {"i3", "top", "npos", "h2"};
-  Captured c = f.capture(p, {{"i", meta(DType::kInt32, {37})},
-                             {"k", meta(DType::kInt32, {1})},
-                             {"hf", meta(DType::kFloat16, {5})}});
+  Captured c = f.capture(
+      p, {{"i", meta(DType::kInt32, {37})}, {"k", meta(DType::kInt32, {1})}, {"hf", meta(DType::kFloat16, {5})}});
   for (int r = 0; r < 4; ++r) {
     Tensor hf = Tensor::empty_host(DType::kFloat16, {5});
     for (int j = 0; j < 5; ++j) hf.data_ptr<uint16_t>()[j] = static_cast<uint16_t>(0x3c00 + r * 97 + j * 311);
-    f.expect_same(c, {{"i", random_i32({37}, rng_for(r), -50, 50)}, {"k", random_i32({1}, rng_for(r + 9), -3, 3)},
-                      {"hf", hf}});
+    f.expect_same(
+        c, {{"i", random_i32({37}, rng_for(r), -50, 50)}, {"k", random_i32({1}, rng_for(r + 9), -3, 3)}, {"hf", hf}});
   }
   EXPECT_GE(c.plan->recorded_instructions(), 6u);
   EXPECT_LT(c.plan->recorded_instructions(), c.plan->instructions());

@@ -18,9 +18,9 @@ std::string capture(Format f, Level min, Level at, std::string_view msg, std::in
 }
 
 TEST(Log, TextLinesQuoteWhatNeedsIt) {
-  std::string line = capture(Format::kText, Level::kInfo, Level::kInfo, "request",
-                             {{"route", "/v1/run"}, {"status", 200}, {"msg", "two words"}, {"empty", ""},
-                              {"ms", 1.5}, {"ok", true}});
+  std::string line =
+      capture(Format::kText, Level::kInfo, Level::kInfo, "request",
+              {{"route", "/v1/run"}, {"status", 200}, {"msg", "two words"}, {"empty", ""}, {"ms", 1.5}, {"ok", true}});
   EXPECT_NE(line.find(" info request route=/v1/run status=200 msg=\"two words\" empty=\"\" ms=1.5 ok=true"),
             std::string::npos)
       << line;

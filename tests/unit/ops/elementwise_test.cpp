@@ -1,5 +1,7 @@
 // Elementwise ops: type promotion, broadcasting, every op, error paths,
 // narrow-float rounding, and the parallel/broadcast/cast paths of the engine.
+// Long file: one suite per op family shares the promotion and broadcasting
+// helpers at its top; split, each part would repeat them.
 #include <gtest/gtest.h>
 
 #include <cmath>

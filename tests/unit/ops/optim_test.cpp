@@ -1,4 +1,6 @@
 // Fused optimizers (ops/cpu/optim.cpp, optim_loop.cpp, optim_muon.cpp):
+// (Long file: the five optimizers share the double-precision references and
+// step drivers at its top.)
 // update formulas against double-precision references written from
 // torch.optim over several steps, state creation, validation leaving the
 // store untouched, AMP found_inf / grad_scale, narrow dtypes bit-exact

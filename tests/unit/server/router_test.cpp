@@ -214,14 +214,17 @@ struct CapturedReply : AsyncReply {
 TEST(Router, AsyncRoutes) {
   Router r;
   std::string seen;
-  r.add_async("POST", "/v1/graphs/{id}/replay", [&seen](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
-    seen = req.route + " " + req.params.at("id");
-    reply->finish(true, [] {
-      HttpResponse out;
-      out.body = "later";
-      return out;
-    });
-  }, 1024);
+  r.add_async(
+      "POST", "/v1/graphs/{id}/replay",
+      [&seen](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+        seen = req.route + " " + req.params.at("id");
+        reply->finish(true, [] {
+          HttpResponse out;
+          out.body = "later";
+          return out;
+        });
+      },
+      1024);
   r.add("GET", "/v1/graphs/{id}", tagged("info"));
   std::string tmpl;
   size_t inline_body = 0;

@@ -11,7 +11,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "ops/cuda/conditional_node.cuh"
 #include "ops/cuda/cuda_check.h"
@@ -33,10 +35,14 @@ void* driver_symbol(const char* name, int version) {
   return fn;
 }
 
-// A captured stream: the graph and its executable, instantiated once.
+using HostFn = std::function<void()>;
+
+// A captured stream: the graph and its executable, instantiated once. It
+// owns the host functions its host nodes call: they run at every replay.
 class CudaGraph final : public StreamGraph {
  public:
-  explicit CudaGraph(cudaGraph_t g) : graph_(g) {
+  CudaGraph(cudaGraph_t g, std::vector<std::unique_ptr<HostFn>> host_fns)
+      : graph_(g), host_fns_(std::move(host_fns)) {
     cudaError_t e = cudaGraphInstantiate(&exec_, graph_, 0);
     if (e != cudaSuccess) {
       cudaGraphDestroy(graph_);
@@ -59,6 +65,7 @@ class CudaGraph final : public StreamGraph {
  private:
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
+  std::vector<std::unique_ptr<HostFn>> host_fns_;
 };
 
 class CudaBackend final : public Backend {
@@ -214,14 +221,20 @@ class CudaBackend final : public Backend {
   }
 
   // Host work in stream order: cudaLaunchHostFunc with the function on the
-  // heap, freed by the callback.
+  // heap. Launched, the callback frees it after its one run; captured, it
+  // becomes a host node that runs at every replay, so the graph owns it (the
+  // capture is thread-local: the thread that ends it takes what it captured,
+  // conditional bodies' streams included).
   void launch_host_func(Stream s, std::function<void()> fn) override {
-    auto* heap = new std::function<void()>(std::move(fn));
-    cudaError_t e = cudaLaunchHostFunc(raw(s), &CudaBackend::host_trampoline, heap);
-    if (e != cudaSuccess) {
-      delete heap;
-      TENSORD_CUDA_CHECK(e);
+    auto heap = std::make_unique<HostFn>(std::move(fn));
+    if (is_capturing(s)) {
+      TENSORD_CUDA_CHECK(cudaLaunchHostFunc(raw(s), &CudaBackend::host_call, heap.get()));
+      std::lock_guard<std::mutex> lk(mu_);
+      captured_fns_[std::this_thread::get_id()].push_back(std::move(heap));
+      return;
     }
+    TENSORD_CUDA_CHECK(cudaLaunchHostFunc(raw(s), &CudaBackend::host_call_once, heap.get()));
+    heap.release();  // host_call_once frees it
   }
   // Stream capture into a cudaGraph_t (thread-local mode: other threads'
   // unrelated CUDA calls are not disturbed), instantiated once at the end.
@@ -230,9 +243,18 @@ class CudaBackend final : public Backend {
     TENSORD_CUDA_CHECK(cudaStreamBeginCapture(raw(s), cudaStreamCaptureModeThreadLocal));
   }
   std::shared_ptr<StreamGraph> end_capture(Stream s) override {
+    std::vector<std::unique_ptr<HostFn>> fns;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = captured_fns_.find(std::this_thread::get_id());
+      if (it != captured_fns_.end()) {
+        fns = std::move(it->second);
+        captured_fns_.erase(it);
+      }
+    }
     cudaGraph_t g = nullptr;
     TENSORD_CUDA_CHECK(cudaStreamEndCapture(raw(s), &g));
-    return std::make_shared<CudaGraph>(g);
+    return std::make_shared<CudaGraph>(g, std::move(fns));
   }
   void launch_graph(Stream s, const StreamGraph& g) override {
     const auto* cg = dynamic_cast<const CudaGraph*>(&g);
@@ -306,12 +328,15 @@ class CudaBackend final : public Backend {
     int64_t id_ = 0;
   };
 
-  static void CUDART_CB host_trampoline(void* p) {
-    std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(p));
+  static void CUDART_CB host_call(void* p) {
     try {
-      (*fn)();
+      (*static_cast<HostFn*>(p))();
     } catch (...) {  // nothing may unwind into the CUDA runtime
     }
+  }
+  static void CUDART_CB host_call_once(void* p) {
+    std::unique_ptr<HostFn> fn(static_cast<HostFn*>(p));
+    host_call(fn.get());
   }
 
   int count_;
@@ -323,6 +348,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::GreenContexts> green_;
   std::unordered_map<int64_t, StreamEntry> streams_;
   std::unordered_map<int64_t, cudaEvent_t> events_;
+  // Host functions of the captures in progress, by capturing thread.
+  std::unordered_map<std::thread::id, std::vector<std::unique_ptr<HostFn>>> captured_fns_;
 };
 
 void register_cuda_kernels(OpRegistry& r) {

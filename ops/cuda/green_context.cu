@@ -119,20 +119,23 @@ GreenContexts::GreenContexts(int device, const std::vector<GreenPartitionRequest
   for (const auto& p : partitions) shares.push_back(p.share);
   const int align = static_cast<int>(std::max(1u, all.sm.smCoscheduledAlignment));
   const int min_size = static_cast<int>(std::max(1u, all.sm.minSmPartitionSize));
-  const std::vector<int> want = plan_sm_counts(device_sms_, min_size, align, shares);
 
   try {
-    // One split of the whole device into equal groups of `group` SMs (the
-    // driver's granularity); partition i gets want[i] / group of them. SM
+    // One split of the whole device into equal groups of `unit` SMs (the
+    // driver's granularity); partition i gets want[i] / unit of them. SM
     // resources combined into one descriptor must come from the same split,
     // and splitting a split's remainder again is discouraged by the driver
-    // documentation, hence one split, not one per partition.
+    // documentation, hence one split, not one per partition. The split can
+    // give fewer groups than smCount / unit (an H200's 132 SMs split into
+    // 15 groups of 8, not 16: groups do not span GPCs), so the shares are
+    // planned over the SMs the groups hold.
     const int unit = (min_size + align - 1) / align * align;
     unsigned int nb = static_cast<unsigned int>(device_sms_ / unit);
     std::vector<CUdevResource> groups(std::max(1u, nb));
     CUdevResource rest{};
     check(d.sm_resource_split_by_count(groups.data(), &nb, &all, &rest, 0, static_cast<unsigned>(unit)),
           "cuDevSmResourceSplitByCount");
+    const std::vector<int> want = plan_sm_counts(static_cast<int>(nb) * unit, min_size, align, shares);
     size_t next = 0;
     for (size_t i = 0; i < partitions.size(); ++i) {
       const size_t take = static_cast<size_t>(want[i] / unit);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# On a lent CUDA machine (no Debian archive there): unpack the archive that
+# scripts/device-deps.sh made here, build tensord with CUDA, run the gpu test
+# label, then bench/cuda.py. Logs go to $OUT (or ./device-out).
+#
+#   bash scripts/device-gpu.sh [STAGES]   STAGES: any of build,test,bench (default all)
+set -uo pipefail
+
+OUT=${OUT:-$PWD/device-out}
+STAGES=${1:-build,test,bench}
+mkdir -p "$OUT"
+log() { echo "[device-gpu $(date +%T)] $*" | tee -a "$OUT/summary.txt"; }
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+  nvcc --version | tail -2
+  g++ --version | head -1
+  cmake --version | head -1
+  grep PRETTY /etc/os-release
+  nproc
+} >"$OUT/machine.txt" 2>&1
+log "machine: $(tr '\n' ' ' <"$OUT/machine.txt")"
+
+if [ -f .device/debdeps.tar.xz ]; then
+  tar -C / --skip-old-files -xJf .device/debdeps.tar.xz && log "Debian deps unpacked"
+  ldconfig
+  # civetweb-targets.cmake (found through prometheus-cpp's config) names its server binary.
+  [ -e /usr/bin/civetweb ] || touch /usr/bin/civetweb
+fi
+
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [[ $STAGES == *build* ]]; then
+  t0=$(date +%s)
+  # Warnings are errors on Debian's gcc 12 (CI); this machine's gcc and nvcc
+  # may be newer and warn about new things: report them, do not stop on them.
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DTENSORD_WERROR=OFF -DTENSORD_BOOST_VERSION=$(sed -n "s/#define BOOST_LIB_VERSION \"\(.*\)\"/\1/p" /usr/include/boost/version.hpp | tr _ .) >"$OUT/configure.log" 2>&1 ||
+    { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
+  ninja -C build -k 0 >"$OUT/build.log" 2>&1
+  rc=$?
+  log "build rc=$rc in $(($(date +%s) - t0)) s; $(grep -c 'error' "$OUT/build.log") lines with 'error'"
+  grep -E "error|FAILED" "$OUT/build.log" | head -40
+fi
+
+if [[ $STAGES == *test* ]] && [ -x build/tests/cuda_tests ]; then
+  # One process per test (ctest): a crash fails its test, not the rest.
+  timeout 300 ctest --test-dir build -L gpu -j4 --timeout 120 --output-on-failure >"$OUT/gpu-tests.log" 2>&1
+  log "gpu label rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+  grep -E "\*\*\*|Failure|Expected|Which is|actual" "$OUT/gpu-tests.log" | head -60
+fi
+
+if [[ $STAGES == *bench* ]] && [ -x build/tensord ]; then
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cuda.py --build build >"$OUT/bench-cuda.log" 2>&1
+  log "bench/cuda.py rc=$?"
+  cat "$OUT/bench-cuda.log" | tail -40
+fi

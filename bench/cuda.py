@@ -193,8 +193,11 @@ def main():
             print("| %s | %s | %s | %s | %s | %s |" % (r[0], fmt(r[1]), fmt(r[2]), fmt(r[3]), fmt(r[4]), r[5]))
     finally:
         proc.terminate()
-        proc.wait(30)
-    return 0
+        rc = proc.wait(30)
+    # Stored tensors live on the device by now: the shutdown's checkpoint and
+    # teardown must still end cleanly.
+    print("server exit status after SIGTERM: %d" % rc)
+    return 0 if rc == 0 else 1
 
 
 if __name__ == "__main__":

@@ -32,6 +32,19 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
   DevicePlacement place(ctx, cp.values.size());
+  std::vector<bool> relocated(place.active() ? cp.values.size() : 0);
+  // Binds value v where the node's kernel runs; a stored tensor's first
+  // copy to the device is kept for the caller (ExecResult::relocated).
+  auto placed = [&](size_t v, bool host) {
+    Tensor t = place.place(v, vals[v], host);
+    const ValueInfo& vi = cp.values[v];
+    if (!host && vi.source == ValueInfo::Source::kStored && !relocated[v] && t.defined() &&
+        t.storage() != vals[v].storage()) {
+      relocated[v] = true;
+      res.relocated.push_back({vi.name, vals[v], t});
+    }
+    return t;
+  };
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     const BoundNode& b = cp.nodes[i];
     if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
@@ -50,8 +63,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
                       b.op->name,
                   b.id);
     }
-    OpArgs<Tensor> args =
-        bind_node_args<Tensor>(b, [&vals, &place, host](size_t v) { return place.place(v, vals[v], host); });
+    OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&placed, host](size_t v) { return placed(v, host); });
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     try {

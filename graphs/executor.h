@@ -40,6 +40,15 @@ struct ExecResult {
   // Stored name -> new value, in write order (a later write to a name
   // replaces an earlier one of the same job).
   std::vector<std::pair<std::string, Tensor>> stored_writes;
+  // Stored tensors the job copied to its device, with the snapshot each
+  // was copied from: the same values in the memory where the backend's
+  // kernels read them (TensorStore::relocate keeps the copy, so the next
+  // job does not copy again).
+  struct Relocated {
+    std::string name;
+    Tensor from, to;
+  };
+  std::vector<Relocated> relocated;
 };
 
 // Inputs by name must match the compiled input metas (checked).

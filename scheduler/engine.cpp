@@ -288,6 +288,10 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       }
       if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
       tenant.store.commit(std::move(writes));
+      // Stored tensors the job copied to the device live there from now on
+      // (where they are still the same tensor): the next job reads them
+      // without a copy, as a torch user keeps tensors on the GPU.
+      for (auto& rl : er.relocated) tenant.store.relocate(rl.name, rl.from, std::move(rl.to));
 
       r.id = job.id();
       r.partition = job.partition();

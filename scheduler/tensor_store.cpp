@@ -99,6 +99,18 @@ void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes, boo
   }
 }
 
+bool TensorStore::relocate(const std::string& name, const Tensor& from, Tensor to) {
+  if (from.meta().str() != to.meta().str()) return false;
+  Tensor o = owned(std::move(to), /*enforce_quota=*/false);  // charged already, as the job's copy
+  Tensor old;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = tensors_.find(name);
+  if (it == tensors_.end() || it->second.storage() != from.storage() || it->second.data() != from.data()) return false;
+  old = std::move(it->second);
+  it->second = std::move(o);
+  return true;
+}
+
 std::vector<std::pair<std::string, Tensor>> TensorStore::snapshot() const {
   std::lock_guard<std::mutex> lk(mu_);
   return {tensors_.begin(), tensors_.end()};

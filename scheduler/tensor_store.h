@@ -36,6 +36,10 @@ class TensorStore {
   // enforce_quota = false (restoring a checkpoint): charged past the quota,
   // so a tenant whose quota shrank since keeps its state.
   void commit(std::vector<std::pair<std::string, Tensor>> writes, bool enforce_quota = true);
+  // The same values in other memory (a job's copy of a stored tensor on its
+  // device): replaces `name` with `to` if `name` still holds `from`'s bytes,
+  // and returns whether it did. Not a change of value: the version stays.
+  bool relocate(const std::string& name, const Tensor& from, Tensor to);
   // Snapshot of everything (checkpoints).
   std::vector<std::pair<std::string, Tensor>> snapshot() const;
   // Snapshot with the store's version: it changes on every put, erase and

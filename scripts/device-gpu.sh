@@ -34,7 +34,7 @@ if [[ $STAGES == *build* ]]; then
   # Warnings are errors on Debian's gcc 12 (CI); this machine's gcc and nvcc
   # may be newer and warn about new things: report them, do not stop on them.
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DTENSORD_WERROR=OFF -DTENSORD_BOOST_VERSION=$(sed -n "s/#define BOOST_LIB_VERSION \"\(.*\)\"/\1/p" /usr/include/boost/version.hpp | tr _ .) >"$OUT/configure.log" 2>&1 ||
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DTENSORD_WERROR=OFF -DCMAKE_CXX_FLAGS=-g1 -DTENSORD_BOOST_VERSION=$(sed -n "s/#define BOOST_LIB_VERSION \"\(.*\)\"/\1/p" /usr/include/boost/version.hpp | tr _ .) >"$OUT/configure.log" 2>&1 ||
     { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
   ninja -C build -k 0 >"$OUT/build.log" 2>&1
   rc=$?
@@ -47,6 +47,16 @@ if [[ $STAGES == *test* ]] && [ -x build/tests/cuda_tests ]; then
   timeout 300 ctest --test-dir build -L gpu -j4 --timeout 120 --output-on-failure >"$OUT/gpu-tests.log" 2>&1
   log "gpu label rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
   grep -E "\*\*\*|Failure|Expected|Which is|actual" "$OUT/gpu-tests.log" | head -60
+  # A backtrace of each crashed test (cuda-gdb also debugs host code; the
+  # build has line tables).
+  for t in $(grep -E "Test +#[0-9]+: .*\*\*\*(Failed|Exception)" "$OUT/gpu-tests.log" | sed -E 's/.*: ([^ ]+) .*/\1/' | head -8); do
+    if grep -E -A30 "Test +#[0-9]+: $t " "$OUT/gpu-tests.log" | grep -q "Segmentation"; then
+      timeout 90 cuda-gdb -q -batch -ex run -ex bt -ex "info threads" --args ./build/tests/cuda_tests --gtest_filter="$t" \
+        >/tmp/bt.log 2>&1; { echo "== $t"; cat /tmp/bt.log; } >>"$OUT/backtraces.log"
+      log "backtrace of $t:"
+      grep -E "^#|signal" /tmp/bt.log | head -25
+    fi
+  done
 fi
 
 if [[ $STAGES == *bench* ]] && [ -x build/tensord ]; then

@@ -41,8 +41,7 @@ using HostFn = std::function<void()>;
 // owns the host functions its host nodes call: they run at every replay.
 class CudaGraph final : public StreamGraph {
  public:
-  CudaGraph(cudaGraph_t g, std::vector<std::unique_ptr<HostFn>> host_fns)
-      : graph_(g), host_fns_(std::move(host_fns)) {
+  CudaGraph(cudaGraph_t g, std::vector<std::unique_ptr<HostFn>> host_fns) : graph_(g), host_fns_(std::move(host_fns)) {
     cudaError_t e = cudaGraphInstantiate(&exec_, graph_, 0);
     if (e != cudaSuccess) {
       cudaGraphDestroy(graph_);

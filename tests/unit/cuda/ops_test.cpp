@@ -71,8 +71,12 @@ class CudaOpsTest : public ::testing::Test {
     for (const auto& [n, v] : stored) t.store.put(n, v.clone_host());
     JobResult r;
     for (int i = 0; i < steps; ++i) r = e.run(t, JobSpec(s));
+    // Copies in plain host memory: a host tensor the engine's CPU backend
+    // allocated would be freed through that backend, gone with the engine.
+    auto detached = [](const Tensor& v) { return v.on_host() ? v.clone_host() : v.to_host(); };
+    for (auto& [n, v] : r.outputs) v = detached(v);
     std::map<std::string, Tensor> out;
-    for (const auto& [n, v] : t.store.snapshot()) out[n] = v.to_host();
+    for (const auto& [n, v] : t.store.snapshot()) out[n] = detached(v);
     return {std::move(r), std::move(out)};
   }
 };

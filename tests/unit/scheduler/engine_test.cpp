@@ -453,6 +453,52 @@ TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost)
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 16.f);
 }
 
+// A stored tensor PUT in host memory and read by a device kernel is copied
+// once: the job's copy replaces it in the store (same values, same version),
+// the host bytes are released, and later jobs read it where it is.
+TEST(EngineDevice, AStoredHostTensorReadOnTheDeviceMovesThereOnce) {
+  auto fake = std::make_unique<FakeBackend>();
+  FakeBackend* f = fake.get();
+  Engine e(std::move(fake), config_with(2));
+  Tenant t(config_with(2).tenants[0]);
+  t.store.put("x", f32({3}, {1, 2, 3}));
+  const uint64_t version = t.store.version();
+  auto square = [] {
+    JobSpec s;
+    s.program.nodes.push_back(node("m", "mul", {ref("$stored/x"), ref("$stored/x")}, {"z"}));
+    s.program.outputs = {"z"};
+    return s;
+  };
+  const int64_t before = f->copies_to_device();
+  JobResult r = e.run(t, square());
+  EXPECT_EQ(f->copies_to_device(), before + 1);
+  EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[2], 9.f);
+  std::optional<Tensor> x = t.store.get("x");
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->device().type, DeviceType::kFake);
+  EXPECT_EQ(t.store.version(), version) << "a relocation is not a change of value";
+  EXPECT_EQ(t.account->used(), 12) << "the host copy is released";
+  x.reset();
+  JobResult r2 = e.run(t, square());
+  EXPECT_EQ(f->copies_to_device(), before + 1) << "the second job reads x on the device";
+  EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 4.f);
+}
+
+TEST(TensorStoreRelocate, OnlyReplacesTheTensorItWasCopiedFrom) {
+  auto acct = std::make_shared<MemoryAccount>("t", 1 << 20);
+  TensorStore store(acct);
+  store.put("x", f32({2}, {1, 2}));
+  Tensor was = *store.get("x");
+  store.put("x", f32({2}, {5, 6}));  // replaced while a job ran
+  EXPECT_FALSE(store.relocate("x", was, f32({2}, {1, 2})));
+  EXPECT_FLOAT_EQ(store.get("x")->data_ptr<float>()[0], 5.f);
+  EXPECT_FALSE(store.relocate("gone", was, f32({2}, {1, 2})));
+  Tensor now = *store.get("x");
+  EXPECT_FALSE(store.relocate("x", now, f32({3}, {5, 6, 0}))) << "another shape is not the same values";
+  EXPECT_TRUE(store.relocate("x", now, f32({2}, {5, 6})));
+  EXPECT_NE(store.get("x")->storage(), now.storage());
+}
+
 }  // namespace
 }  // namespace tensord
 

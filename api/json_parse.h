@@ -23,4 +23,10 @@ inline constexpr int kMaxJsonDepth = 64;
 void parse_json(std::string_view text, rapidjson::Document& doc, const std::string& what,
                 int max_depth = kMaxJsonDepth);
 
+// The same for a request body, in place: `doc`'s strings point into `text`
+// (unescaped there), so nothing is copied and `text` must outlive `doc`.
+// UTF-8 is validated in one pass over the whole text first.
+void parse_json_insitu(std::string& text, rapidjson::Document& doc, const std::string& what,
+                       int max_depth = kMaxJsonDepth);
+
 }  // namespace tensord

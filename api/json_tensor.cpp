@@ -451,6 +451,12 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
   return tensor_from_json(doc, what);
 }
 
+Tensor tensor_from_json_body(std::string& body, const std::string& what) {
+  rapidjson::Document doc;
+  parse_json_insitu(body, doc, what);
+  return tensor_from_json(doc, what);
+}
+
 template <class Writer>
 void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
   TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);

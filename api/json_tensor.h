@@ -52,6 +52,10 @@ inline constexpr unsigned kJsonParseFlags = rapidjson::kParseIterativeFlag | rap
 Tensor tensor_from_json(const rapidjson::Value& v, const std::string& what);
 // Parses `json` with parse_json first (a syntax error is bad_request).
 Tensor tensor_from_json_string(std::string_view json, const std::string& what);
+// The same from a request body parsed in place (api/json_parse.h): a b64
+// payload is decoded from the body straight into the tensor; `body` is
+// left unescaped, not for reuse.
+Tensor tensor_from_json_body(std::string& body, const std::string& what);
 
 // Writes a host tensor as one JSON value. Instantiated for
 // rapidjson::Writer<StringBuffer> and PrettyWriter<StringBuffer>.

@@ -174,6 +174,13 @@ rapidjson::Document parse_json_object(std::string_view body, const char* what) {
   return d;
 }
 
+rapidjson::Document parse_json_object_insitu(std::string& body, const char* what) {
+  rapidjson::Document d;
+  parse_json_insitu(body, d, what);
+  if (!d.IsObject()) bad(std::string(what) + ": expected a JSON object");
+  return d;
+}
+
 Program program_from_json(const rapidjson::Value& v, int depth) {
   if (depth > 32) bad("program: subprograms nested deeper than 32");
   if (!v.IsObject()) bad("program must be an object");

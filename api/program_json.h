@@ -17,6 +17,9 @@ namespace tensord {
 
 // Parses a JSON body with the safe flags; not an object -> bad_request.
 rapidjson::Document parse_json_object(std::string_view body, const char* what);
+// The same in place: the document's strings point into `body`, which must
+// outlive it (a request body: its b64 inputs are decoded from there).
+rapidjson::Document parse_json_object_insitu(std::string& body, const char* what);
 
 // A program object -> Program (structure only; meaning is checked by
 // compile_program). Malformed structure -> bad_request / invalid_program.

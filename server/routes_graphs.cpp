@@ -47,7 +47,7 @@ JobSpec parse_replay_request(HttpRequest& req) {
     rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
     return graph_replay_from_json(d, std::move(inputs));
   }
-  rapidjson::Document d = parse_json_object(req.body, "body");
+  rapidjson::Document d = parse_json_object_insitu(req.body, "body");
   return graph_replay_from_json(d, {});
 }
 

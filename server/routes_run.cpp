@@ -34,7 +34,7 @@ JobSpec parse_job_request(HttpRequest& req) {
     for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
     spec = job_spec_from_json(d, std::move(inputs));
   } else {
-    rapidjson::Document d = parse_json_object(req.body, "body");
+    rapidjson::Document d = parse_json_object_insitu(req.body, "body");
     spec = job_spec_from_json(d, {});
   }
   spec.request_id = req.request_id;

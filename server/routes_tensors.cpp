@@ -48,7 +48,7 @@ Tensor tensor_from_body(HttpRequest& req) {
     }
     return f.tensors[0].second;
   }
-  return tensor_from_json_string(req.body, "body");
+  return tensor_from_json_body(req.body, "body");
 }
 
 bool use_b64(const HttpRequest& req) {

@@ -4,7 +4,8 @@
 // re-encodes (flat data and b64) to text that decodes again to the same
 // dtype and shape, with the same bytes for b64 and for data whose elements
 // are not NaN (JSON has one NaN, so NaN payloads are not kept); re-encoding
-// that is a fixed point.
+// that is a fixed point. The in-place parser (a request body's) agrees with
+// the copying one on every input.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -78,11 +79,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensord;
   using namespace tensord::fuzz;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // The same text parsed in place, as a request body is: it must agree with
+  // the copying parser on accepting and on the tensor.
+  std::string body(text);
+  Tensor in_place;
+  const bool in_place_ok = expect_ok_or({ErrorCode::kBadRequest}, "tensor_from_json_body",
+                                        [&] { in_place = tensor_from_json_body(body, "x"); });
   Tensor t;
   if (!expect_ok_or({ErrorCode::kBadRequest}, "tensor_from_json_string",
                     [&] { t = tensor_from_json_string(text, "x"); })) {
+    check(!in_place_ok, "the in-place parser accepted what the copying one refused");
     return 0;
   }
+  check(in_place_ok, "the in-place parser refused what the copying one accepted");
+  check(same_up_to_nan(t, in_place), "the in-place parser decoded another tensor");
   check(t.defined() && t.on_host(), "decoded tensor is not a host tensor");
   check(t.nbytes() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype()), "decoded tensor's size is off");
 

@@ -36,11 +36,27 @@ struct HttpRequest {
   }
 };
 
+// A memory range written as part of a response body without being copied
+// (a tensor's bytes), kept alive by `owner` until the write ends.
+struct BodyView {
+  const void* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> owner;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
+  // The body: `body`, then each of `views` in order.
   std::string body;
+  std::vector<BodyView> views;
   std::vector<std::pair<std::string, std::string>> headers;
+
+  size_t body_size() const {
+    size_t n = body.size();
+    for (const auto& v : views) n += v.size;
+    return n;
+  }
 };
 
 }  // namespace tensord

@@ -189,8 +189,8 @@ SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body) {
   return out;
 }
 
-std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                               const std::map<std::string, std::string>& metadata) {
+SafetensorsParts encode_safetensors_parts(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
   std::unordered_set<std::string_view> names;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail("a tensor may not be named \"__metadata__\"");
@@ -243,24 +243,32 @@ std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>
   }
   w.EndObject();
 
-  std::string header(sb.GetString(), sb.GetSize());
-  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string json(sb.GetString(), sb.GetSize());
+  json.append((8 - json.size() % 8) % 8, ' ');
+  SafetensorsParts parts;
+  const uint64_t n = json.size();
+  parts.header.resize(8);
+  std::memcpy(parts.header.data(), &n, 8);
+  parts.header += json;
+  // In layout order (by element size), not header order; the data section
+  // has no gaps, so the tensors follow each other as they are.
+  for (size_t i : order) parts.data.push_back(tensors[i].second);
+  return parts;
+}
+
+std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  SafetensorsParts parts = encode_safetensors_parts(tensors, metadata);
+  size_t total = parts.header.size();
+  for (const Tensor& t : parts.data) total += t.nbytes();
   // Appended, not resize()d then copied: a resize zero-fills every byte
   // first (half of a large GET's time went to that memset).
   std::string out;
-  out.reserve(8 + header.size() + total);
-  const uint64_t n = header.size();
-  char len[8];
-  std::memcpy(len, &n, 8);
-  out.append(len, 8);
-  out.append(header);
-  const size_t data_start = out.size();
-  for (size_t i : order) {  // in layout order (by element size), not header order
-    const Tensor& t = tensors[i].second;
-    out.append(data_start + begin[i] - out.size(), '\0');  // alignment padding, if any
+  out.reserve(total);
+  out.append(parts.header);
+  for (const Tensor& t : parts.data) {
     if (t.nbytes()) out.append(static_cast<const char*>(t.data()), t.nbytes());
   }
-  out.append(data_start + total - out.size(), '\0');
   return out;
 }
 

@@ -49,4 +49,14 @@ SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body);
 std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
+// The same file as its header (the 8-byte length and the JSON, padded) and
+// the tensors in data order, for writing without copying their bytes: the
+// body is `header` followed by each tensor's bytes.
+struct SafetensorsParts {
+  std::string header;
+  std::vector<Tensor> data;
+};
+SafetensorsParts encode_safetensors_parts(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                          const std::map<std::string, std::string>& metadata);
+
 }  // namespace tensord

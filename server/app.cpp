@@ -1,11 +1,25 @@
 #include "server/app.h"
 
+#include "api/safetensors.h"
+
 namespace tensord {
 
 HttpResponse json_response(int status, std::string body) {
   HttpResponse r;
   r.status = status;
   r.body = std::move(body);
+  return r;
+}
+
+HttpResponse safetensors_response(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  SafetensorsParts parts = encode_safetensors_parts(tensors, metadata);
+  HttpResponse r;
+  r.content_type = "application/vnd.safetensors";
+  r.body = std::move(parts.header);
+  for (const Tensor& t : parts.data) {
+    if (t.nbytes()) r.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
+  }
   return r;
 }
 

@@ -6,9 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "ops/tensor.h"
 #include "server/router.h"
 
 namespace tensord {
@@ -56,6 +60,10 @@ void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safeten
 
 // Helpers shared by the route files.
 HttpResponse json_response(int status, std::string body);
+// A safetensors response written from the tensors' own memory (no copy of
+// their bytes): the header, then a view of each tensor.
+HttpResponse safetensors_response(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                  const std::map<std::string, std::string>& metadata);
 bool wants_safetensors(const HttpRequest& req);
 bool is_safetensors_body(const HttpRequest& req);
 

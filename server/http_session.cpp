@@ -401,7 +401,7 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
                           {"status", status},
                           {"duration_ms", seconds * 1e3},
                           {"bytes_in", bytes_in_},
-                          {"bytes_out", head ? size_t{0} : out.body.size()}});
+                          {"bytes_out", head ? size_t{0} : out.body_size()}});
   }
 
   res_ = {};
@@ -436,16 +436,16 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
     res_.insert(name, value);
   }
   bool no_body_status = status == 204 || status == 304;
-  if (!out.body.empty() && !out.content_type.empty() && !no_body_status) {
+  if (out.body_size() != 0 && !out.content_type.empty() && !no_body_status) {
     res_.set(http::field::content_type, out.content_type);
   }
   if (head) {
     // HEAD: the headers a GET would carry, no body.
-    if (!has_length && !out.body.empty() && !no_body_status) {
-      res_.content_length(out.body.size());
+    if (!has_length && out.body_size() != 0 && !no_body_status) {
+      res_.content_length(out.body_size());
     }
   } else {
-    if (!no_body_status) res_.body() = std::move(out.body);
+    if (!no_body_status) res_.body() = PartsBody::value_type{std::move(out.body), std::move(out.views)};
     res_.prepare_payload();
   }
   res_.keep_alive(keep_alive);

@@ -13,6 +13,7 @@
 
 #include "api/http_types.h"
 #include "server/beast.h"
+#include "server/parts_body.h"
 
 namespace tensord {
 
@@ -84,8 +85,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::chrono::steady_clock::time_point body_timer_armed_{};
   std::shared_ptr<ServerState> state_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> res_;
-  std::optional<http::response_serializer<http::string_body>> serializer_;
+  http::response<PartsBody> res_;
+  std::optional<http::response_serializer<PartsBody>> serializer_;
 
   bool first_request_ = true;
   bool in_flight_ = false;

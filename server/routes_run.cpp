@@ -68,13 +68,9 @@ void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safeten
   constexpr size_t kInlineEncodeBytes = 16 << 10;  // more: encode on the handler pool (JSON text of 4k floats)
   reply->finish(bytes > kInlineEncodeBytes, [res, err, safetensors, b64]() {
     if (err) throw *err;
+    if (safetensors) return safetensors_response(res->outputs, {{"response", job_result_to_json(*res, false, false)}});
     HttpResponse resp;
-    if (safetensors) {
-      resp.content_type = "application/vnd.safetensors";
-      resp.body = encode_safetensors(res->outputs, {{"response", job_result_to_json(*res, false, false)}});
-    } else {
-      resp.body = job_result_to_json(*res, true, b64);
-    }
+    resp.body = job_result_to_json(*res, true, b64);
     return resp;
   });
 }

@@ -83,13 +83,9 @@ void add_tensor_routes(Router& r, AppContext& app) {
 
   add_offloaded(r, "GET", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
     Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
+    if (wants_safetensors(req)) return safetensors_response({{req.params.at("name"), t}}, {});
     HttpResponse resp;
-    if (wants_safetensors(req)) {
-      resp.content_type = "application/vnd.safetensors";
-      resp.body = encode_safetensors({{req.params.at("name"), t}}, {});
-    } else {
-      resp.body = tensor_to_json_string(t, use_b64(req));
-    }
+    resp.body = tensor_to_json_string(t, use_b64(req));
     return resp;
   });
 

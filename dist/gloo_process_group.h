@@ -1,0 +1,99 @@
+// GlooProcessGroup: the collectives of ProcessGroup on Gloo (Debian's
+// libgloo), its TCP transport and its algorithms. One Gloo context per
+// group and rank, joined through a gloo::rendezvous::Store (FileStore for
+// servers sharing a filesystem, HashStore in one process, RedisStore
+// later); collectives run in seq order on the group's own thread.
+//
+// Before each collective the ranks exchange a fingerprint (seq, op, dtype,
+// shape, dim, src, split sizes) point to point, so ranks that disagree fail
+// together with a named error instead of corrupting Gloo's transport (a
+// size mismatch aborts the process inside Gloo), and a timeout names the
+// ranks that never arrived. A timeout or transport error breaks the group:
+// later collectives fail at once (kUnavailable), as an aborted c10d group.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/process_group.h"
+
+namespace gloo {
+class Context;
+namespace rendezvous {
+class Store;
+}
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace tensord::dist {
+
+struct GlooOptions {
+  // Where the ranks meet; keys go under "<key_prefix>/" (default: the group
+  // name), so several groups may share one store.
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  std::string key_prefix;
+  // The address this rank listens on for its peers.
+  std::string hostname = "127.0.0.1";
+  // How long joining may wait for the other ranks.
+  std::chrono::milliseconds rendezvous_timeout{60000};
+  // A TCP device to share between a rank's groups; null: one of its own.
+  std::shared_ptr<gloo::transport::Device> device;
+};
+
+// The stores: an in-process one (ranks as threads) and a directory.
+std::shared_ptr<gloo::rendezvous::Store> make_hash_store();
+std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir);
+// A loopback/host TCP device for `hostname`.
+std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& hostname);
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  // Joins the group: blocks until all `size` ranks joined, or throws
+  // Error(kDeadlineExceeded) after gloo.rendezvous_timeout.
+  GlooProcessGroup(int rank, int size, ProcessGroupOptions opts, GlooOptions gloo);
+  // Fails the collectives not yet started (kCancelled) and waits for the
+  // running one (bounded by its timeout).
+  ~GlooProcessGroup() override;
+
+  std::string_view backend_name() const override { return "gloo"; }
+  bool supports(CollectiveOp op) const override;
+  bool supports_dtype(CollectiveOp op, ReduceOp reduce, DType dtype) const override;
+  // Gloo's version, for the flight recorder's comm_lib_version.
+  static std::string version();
+
+ protected:
+  void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
+
+ private:
+  struct Task {
+    CollectiveCall call;
+    std::shared_ptr<Work> work;
+  };
+  void worker_loop();
+  void run(const CollectiveCall& call, Work& work);
+
+  GlooOptions gloo_;
+  std::shared_ptr<gloo::rendezvous::Store> prefix_store_;
+  std::shared_ptr<gloo::Context> context_;
+  // Buffers of fingerprint exchanges that timed out, kept (with their
+  // memory) until the context goes, since a late peer may still write.
+  std::vector<std::shared_ptr<void>> graveyard_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::string broken_;  // why the group is unusable; empty while healthy (worker thread only)
+  std::thread worker_;
+};
+
+}  // namespace tensord::dist

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/gloo_process_group.h"
+#include "ops/dist/gloo_process_group.h"
 #include "ops/error.h"
 #include "ops/tensor.h"
 

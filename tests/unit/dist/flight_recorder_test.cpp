@@ -1,11 +1,11 @@
 // The flight recorder's ring and its JSON dump in PyTorch's layout
 // (version "2.10").
-#include "dist/flight_recorder.h"
+#include "ops/dist/flight_recorder.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-#include "dist/flight_recorder_json.h"
+#include "ops/dist/flight_recorder_json.h"
 
 namespace tensord::dist {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "dist/flight_recorder.h"
+#include "ops/dist/flight_recorder.h"
 #include "dist_test_util.h"
 
 namespace tensord::dist {

@@ -1,6 +1,6 @@
 // The ProcessGroup seam without a transport: ops a backend lacks fail by
 // name before a seq is taken; group names; the dim layout collectives pack by.
-#include "dist/process_group.h"
+#include "ops/dist/process_group.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <utility>
 
-#include "dist/dim_layout.h"
+#include "ops/dist/dim_layout.h"
 #include "ops/error.h"
 
 namespace tensord::dist {

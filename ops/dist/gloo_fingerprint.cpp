@@ -1,4 +1,4 @@
-#include "dist/gloo_fingerprint.h"
+#include "ops/dist/gloo_fingerprint.h"
 
 #include <gloo/common/error.h>
 #include <gloo/context.h>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/collective.h"
+#include "ops/dist/collective.h"
 #include "ops/tensor.h"
 
 namespace tensord::dist {

@@ -1,8 +1,8 @@
-#include "dist/work.h"
+#include "ops/dist/work.h"
 
 #include <utility>
 
-#include "dist/flight_recorder.h"
+#include "ops/dist/flight_recorder.h"
 #include "ops/error.h"
 
 namespace tensord::dist {

@@ -1,4 +1,4 @@
-#include "dist/dim_layout.h"
+#include "ops/dist/dim_layout.h"
 
 #include <cstring>
 

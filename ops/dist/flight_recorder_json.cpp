@@ -1,4 +1,4 @@
-#include "dist/flight_recorder_json.h"
+#include "ops/dist/flight_recorder_json.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "dist/flight_recorder.h"
+#include "ops/dist/flight_recorder.h"
 #include "ops/dtype.h"
 
 namespace tensord::dist {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/collective.h"
+#include "ops/dist/collective.h"
 
 namespace gloo {
 class Context;

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "dist/collective.h"
-#include "dist/flight_recorder.h"
-#include "dist/work.h"
+#include "ops/dist/collective.h"
+#include "ops/dist/flight_recorder.h"
+#include "ops/dist/work.h"
 #include "ops/tensor.h"
 
 namespace tensord::dist {

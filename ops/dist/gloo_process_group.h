@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "ops/dist/process_group.h"
 
 namespace gloo {
 class Context;

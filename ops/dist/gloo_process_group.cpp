@@ -1,4 +1,4 @@
-#include "dist/gloo_process_group.h"
+#include "ops/dist/gloo_process_group.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -21,8 +21,8 @@
 #include <cstring>
 #include <utility>
 
-#include "dist/dim_layout.h"
-#include "dist/gloo_fingerprint.h"
+#include "ops/dist/dim_layout.h"
+#include "ops/dist/gloo_fingerprint.h"
 #include "ops/error.h"
 
 namespace tensord::dist {

@@ -1,4 +1,4 @@
-#include "dist/collective.h"
+#include "ops/dist/collective.h"
 
 namespace tensord::dist {
 

@@ -1,4 +1,4 @@
-#include "dist/process_group.h"
+#include "ops/dist/process_group.h"
 
 #include <numeric>
 #include <utility>

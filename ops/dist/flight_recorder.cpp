@@ -1,4 +1,4 @@
-#include "dist/flight_recorder.h"
+#include "ops/dist/flight_recorder.h"
 
 #include <chrono>
 #include <utility>

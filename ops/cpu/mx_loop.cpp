@@ -34,7 +34,12 @@ void encode_run(const In* x, int64_t xs, int64_t n, float inv, uint8_t* q, int64
   uint32_t codes[kChunk];
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t m = std::min(kChunk, n - c0);
-    for (int64_t i = 0; i < m; ++i) codes[i] = kernels::mx_encode(load_f32(x, (c0 + i) * xs), inv, s);
+    if (xs == 1) {  // unit stride: the loop vectorises (the stride would block it)
+      const In* xc = x + c0;
+      for (int64_t i = 0; i < m; ++i) codes[i] = kernels::mx_encode(load_f32(xc, i), inv, s);
+    } else {
+      for (int64_t i = 0; i < m; ++i) codes[i] = kernels::mx_encode(load_f32(x, (c0 + i) * xs), inv, s);
+    }
     uint8_t* out = q + (c0 / s.group_elems) * s.group_bytes * qs;
     if constexpr (s.bits == 8) {
       for (int64_t i = 0; i < m; ++i) out[i * qs] = static_cast<uint8_t>(codes[i]);

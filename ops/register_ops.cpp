@@ -11,6 +11,7 @@ void register_all_ops(OpRegistry& r) {
   register_creation_ops(r);
   register_linalg_ops(r);
   register_optim_ops(r);
+  register_mx_ops(r);
 }
 
 }  // namespace tensord

@@ -11,4 +11,5 @@ void register_shape_ops(OpRegistry& r);        // reshape permute transpose cat 
 void register_creation_ops(OpRegistry& r);     // full zeros ones arange randn rand
 void register_linalg_ops(OpRegistry& r);       // matmul linalg.eigh linalg.eigvalsh
 void register_optim_ops(OpRegistry& r);        // optim.sgd optim.adam optim.adamw optim.adagrad optim.muon
+void register_mx_ops(OpRegistry& r);           // mx.quantize mx.dequantize
 }  // namespace tensord

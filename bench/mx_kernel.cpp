@@ -1,0 +1,111 @@
+// mx_kernel_bench: MX quantize and dequantize throughput at kernel level
+// (ops/cpu/mx_loop.cpp into preallocated outputs, so page faults of fresh
+// buffers are not counted) against memcpy of the same float32 bytes measured
+// in the same run. GB/s counts the float32 side: input bytes for quantize,
+// output bytes for dequantize. One JSON object per line on stdout.
+//
+//   mx_kernel_bench [--numel N] [--reps R] [--threads P]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ops/cpu/mx_loop.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/tensor.h"
+
+namespace {
+
+using tensord::DType;
+using tensord::Tensor;
+using tensord::kernels::MxFormat;
+using tensord::kernels::MxScaleRounding;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <class F>
+double median_s(int reps, F&& fn) {
+  std::vector<double> t;
+  fn();  // warm
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_s();
+    fn();
+    t.push_back(now_s() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t numel = int64_t{1} << 24;
+  int reps = 9;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--numel") numel = std::atoll(argv[i + 1]);
+    if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    if (a == "--threads") threads = std::atoi(argv[i + 1]);
+  }
+  numel = numel / 32 * 32;
+  Tensor x = Tensor::empty_host(DType::kFloat32, {numel});
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  float* xp = x.data_ptr<float>();
+  for (int64_t i = 0; i < numel; ++i) xp[i] = nd(rng);
+  const size_t bytes = static_cast<size_t>(numel) * 4;
+
+  std::unique_ptr<tensord::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<tensord::ThreadPool>(threads);
+  tensord::OpContext ctx;
+  ctx.pool = pool.get();
+
+  Tensor copy = Tensor::empty_host(DType::kFloat32, {numel});
+  const double t_copy = median_s(reps, [&] {
+    ctx.parallel_for(numel, int64_t{1} << 18, [&](int64_t b, int64_t e) {
+      std::memcpy(copy.data_ptr<float>() + b, xp + b, static_cast<size_t>(e - b) * 4);
+    });
+  });
+  const double copy_gbs = static_cast<double>(bytes) / t_copy / 1e9;
+  std::printf("{\"what\": \"memcpy\", \"bytes\": %zu, \"threads\": %d, \"gb_s\": %.2f}\n", bytes, threads, copy_gbs);
+
+  struct Fmt {
+    const char* name;
+    MxFormat f;
+    int bits;
+  };
+  const Fmt fmts[] = {{"mxfp8_e4m3", MxFormat::kFp8E4M3, 8},
+                      {"mxfp8_e5m2", MxFormat::kFp8E5M2, 8},
+                      {"mxfp6_e2m3", MxFormat::kFp6E2M3, 6},
+                      {"mxfp6_e3m2", MxFormat::kFp6E3M2, 6},
+                      {"mxfp4_e2m1", MxFormat::kFp4E2M1, 4}};
+  tensord::MxLayout l;
+  l.len = numel;
+  l.block = 32;
+  for (const Fmt& f : fmts) {
+    Tensor el = Tensor::empty_host(DType::kUInt8, {numel * f.bits / 8});
+    Tensor sc = Tensor::empty_host(DType::kFloat8E8M0FNU, {numel / 32});
+    Tensor out = Tensor::empty_host(DType::kFloat32, {numel});
+    for (auto [rname, r] : {std::pair{"floor", MxScaleRounding::kFloor}, std::pair{"rceil", MxScaleRounding::kRceil}}) {
+      const double tq = median_s(reps, [&] { tensord::mx_quantize_cpu(ctx, x, f.f, r, l, el, sc); });
+      const double gq = static_cast<double>(bytes) / tq / 1e9;
+      std::printf(
+          "{\"what\": \"quantize\", \"format\": \"%s\", \"rounding\": \"%s\", \"gb_s\": %.2f, \"of_memcpy\": %.2f}\n",
+          f.name, rname, gq, gq / copy_gbs);
+    }
+    const double td = median_s(reps, [&] { tensord::mx_dequantize_cpu(ctx, el, sc, f.f, l, out); });
+    const double gd = static_cast<double>(bytes) / td / 1e9;
+    std::printf("{\"what\": \"dequantize\", \"format\": \"%s\", \"gb_s\": %.2f, \"of_memcpy\": %.2f}\n", f.name, gd,
+                gd / copy_gbs);
+  }
+  return 0;
+}

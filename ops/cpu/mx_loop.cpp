@@ -1,0 +1,232 @@
+// MX quantize/dequantize loops. A block along a contiguous axis (inner == 1)
+// is a run of `block` inputs and block * bits / 8 output bytes; along another
+// axis a work item is a block row over up to kCols columns of the inner dims,
+// so loads and stores stay row-contiguous.
+#include "ops/cpu/mx_loop.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/error.h"
+#include "ops/kernels/scalar_traits.h"
+
+namespace tensord {
+namespace {
+
+using kernels::MxElemSpec;
+using kernels::MxFormat;
+using kernels::MxScaleRounding;
+
+constexpr int64_t kChunk = 256;  // elements encoded per step (a multiple of every group)
+constexpr int64_t kCols = 64;    // inner columns per strided work item
+constexpr int64_t kGrainElems = int64_t{1} << 15;
+
+template <class In>
+TENSORD_INLINE float load_f32(const In* p, int64_t i) {
+  return kernels::ScalarTraits<In>::load(p[i]);
+}
+
+// Encodes n (a multiple of the group) values at x[0], x[xs], ... and packs
+// them into bytes at q[0], q[qs], ....
+template <class In, MxFormat F>
+void encode_run(const In* x, int64_t xs, int64_t n, float inv, uint8_t* q, int64_t qs) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  uint32_t codes[kChunk];
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - c0);
+    if (xs == 1) {  // unit stride: the loop vectorises (the stride would block it)
+      const In* xc = x + c0;
+      for (int64_t i = 0; i < m; ++i) codes[i] = kernels::mx_encode(load_f32(xc, i), inv, s);
+    } else {
+      for (int64_t i = 0; i < m; ++i) codes[i] = kernels::mx_encode(load_f32(x, (c0 + i) * xs), inv, s);
+    }
+    uint8_t* out = q + (c0 / s.group_elems) * s.group_bytes * qs;
+    if constexpr (s.bits == 8) {
+      for (int64_t i = 0; i < m; ++i) out[i * qs] = static_cast<uint8_t>(codes[i]);
+    } else if constexpr (s.bits == 4) {
+      for (int64_t g = 0; g < m / 2; ++g) {
+        out[g * qs] = static_cast<uint8_t>(codes[2 * g] | (codes[2 * g + 1] << 4));
+      }
+    } else {
+      for (int64_t g = 0; g < m / 4; ++g) kernels::mx_pack_group(codes + 4 * g, s, out + 3 * g * qs, qs);
+    }
+  }
+}
+
+template <class In, MxFormat F>
+void quantize_typed(const OpContext& ctx, const In* x, uint8_t* q, uint8_t* sc, MxScaleRounding r, const MxLayout& l) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  const int64_t bs = l.block;
+  const int64_t block_bytes = bs / s.group_elems * s.group_bytes;
+  const int64_t nb = l.nblocks();
+  if (l.inner == 1) {
+    const int64_t blocks = l.outer * nb;
+    ctx.parallel_for(blocks, std::max<int64_t>(1, kGrainElems / bs), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const In* xb = x + b * bs;
+        uint32_t amax = 0;
+        for (int64_t i = 0; i < bs; ++i) amax = std::max(amax, kernels::f32_bits(load_f32(xb, i)) & 0x7fffffffu);
+        const uint8_t code = kernels::mx_scale(amax, s, r);
+        sc[b] = code;
+        uint8_t* qb = q + b * block_bytes;
+        if (code == kernels::kE8M0Nan) {
+          std::memset(qb, 0, static_cast<size_t>(block_bytes));
+        } else {
+          encode_run<In, F>(xb, 1, bs, kernels::mx_inv_scale(code), qb, 1);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t col_chunks = (l.inner + kCols - 1) / kCols;
+  const int64_t items = l.outer * nb * col_chunks;
+  const int64_t lenp = l.len / s.group_elems * s.group_bytes;
+  ctx.parallel_for(items, std::max<int64_t>(1, kGrainElems / (bs * kCols)), [&](int64_t w0, int64_t w1) {
+    uint32_t amax[kCols];
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t cc = w % col_chunks;
+      const int64_t j = (w / col_chunks) % nb;
+      const int64_t o = w / (col_chunks * nb);
+      const int64_t c0 = cc * kCols;
+      const int64_t nc = std::min(kCols, l.inner - c0);
+      const In* xb = x + (o * l.len + j * bs) * l.inner + c0;
+      std::fill(amax, amax + nc, 0u);
+      for (int64_t i = 0; i < bs; ++i) {
+        const In* row = xb + i * l.inner;
+        for (int64_t c = 0; c < nc; ++c) {
+          amax[c] = std::max(amax[c], kernels::f32_bits(load_f32(row, c)) & 0x7fffffffu);
+        }
+      }
+      uint8_t* scb = sc + (o * nb + j) * l.inner + c0;
+      uint8_t* qb = q + (o * lenp + j * block_bytes) * l.inner + c0;
+      for (int64_t c = 0; c < nc; ++c) {
+        const uint8_t code = kernels::mx_scale(amax[c], s, r);
+        scb[c] = code;
+        if (code == kernels::kE8M0Nan) {
+          for (int64_t k = 0; k < block_bytes; ++k) qb[k * l.inner + c] = 0;
+        } else {
+          encode_run<In, F>(xb + c, l.inner, bs, kernels::mx_inv_scale(code), qb + c, l.inner);
+        }
+      }
+    }
+  });
+}
+
+// Unscaled values of every code of the format (2^bits entries).
+template <MxFormat F>
+void decode_table(float* lut) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  for (uint32_t c = 0; c < (1u << s.bits); ++c) lut[c] = kernels::mx_decode(c, s);
+}
+
+// Decodes a run of n elements packed at q[0], q[qs], ... into out[0],
+// out[os], ..., each times `scale`.
+template <MxFormat F>
+void decode_run(const uint8_t* q, int64_t qs, int64_t n, const float* lut, float scale, float* out, int64_t os) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  if constexpr (s.bits == 8) {
+    for (int64_t i = 0; i < n; ++i) out[i * os] = lut[q[i * qs]] * scale;
+  } else if constexpr (s.bits == 4) {
+    for (int64_t g = 0; g < n / 2; ++g) {
+      const uint8_t b = q[g * qs];
+      out[2 * g * os] = lut[b & 0xfu] * scale;
+      out[(2 * g + 1) * os] = lut[b >> 4] * scale;
+    }
+  } else {
+    uint32_t codes[4];
+    for (int64_t g = 0; g < n / 4; ++g) {
+      kernels::mx_unpack_group(q + 3 * g * qs, qs, s, codes);
+      for (int k = 0; k < 4; ++k) out[(4 * g + k) * os] = lut[codes[k]] * scale;
+    }
+  }
+}
+
+template <MxFormat F>
+void dequantize_typed(const OpContext& ctx, const uint8_t* q, const uint8_t* sc, float* out, const MxLayout& l) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  float lut[256];
+  decode_table<F>(lut);
+  const int64_t bs = l.block;
+  const int64_t block_bytes = bs / s.group_elems * s.group_bytes;
+  const int64_t nb = l.nblocks();
+  if (l.inner == 1) {
+    ctx.parallel_for(l.outer * nb, std::max<int64_t>(1, kGrainElems / bs), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        decode_run<F>(q + b * block_bytes, 1, bs, lut, kernels::e8m0_to_f32(sc[b]), out + b * bs, 1);
+      }
+    });
+    return;
+  }
+  const int64_t lenp = l.len / s.group_elems * s.group_bytes;
+  const int64_t rows = l.outer * nb;
+  ctx.parallel_for(rows, std::max<int64_t>(1, kGrainElems / (bs * l.inner)), [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t j = w % nb;
+      const int64_t o = w / nb;
+      const uint8_t* scb = sc + (o * nb + j) * l.inner;
+      const uint8_t* qb = q + (o * lenp + j * block_bytes) * l.inner;
+      float* ob = out + (o * l.len + j * bs) * l.inner;
+      for (int64_t c = 0; c < l.inner; ++c) {
+        decode_run<F>(qb + c, l.inner, bs, lut, kernels::e8m0_to_f32(scb[c]), ob + c, l.inner);
+      }
+    }
+  });
+}
+
+template <class In>
+void quantize_in(const OpContext& ctx, const In* x, uint8_t* q, uint8_t* sc, MxFormat f, MxScaleRounding r,
+                 const MxLayout& l) {
+  switch (f) {
+    case MxFormat::kFp8E4M3:
+      return quantize_typed<In, MxFormat::kFp8E4M3>(ctx, x, q, sc, r, l);
+    case MxFormat::kFp8E5M2:
+      return quantize_typed<In, MxFormat::kFp8E5M2>(ctx, x, q, sc, r, l);
+    case MxFormat::kFp6E2M3:
+      return quantize_typed<In, MxFormat::kFp6E2M3>(ctx, x, q, sc, r, l);
+    case MxFormat::kFp6E3M2:
+      return quantize_typed<In, MxFormat::kFp6E3M2>(ctx, x, q, sc, r, l);
+    case MxFormat::kFp4E2M1:
+      return quantize_typed<In, MxFormat::kFp4E2M1>(ctx, x, q, sc, r, l);
+  }
+}
+
+}  // namespace
+
+void mx_quantize_cpu(const OpContext& ctx, const Tensor& x, MxFormat f, MxScaleRounding r, const MxLayout& l,
+                     Tensor& elements, Tensor& scale) {
+  if (l.outer * l.len * l.inner == 0) return;
+  auto* q = elements.data_ptr<uint8_t>();
+  auto* sc = static_cast<uint8_t*>(scale.data());
+  switch (x.dtype()) {
+    case DType::kFloat32:
+      return quantize_in(ctx, x.data_ptr<float>(), q, sc, f, r, l);
+    case DType::kFloat16:
+      return quantize_in(ctx, x.data_ptr<Half>(), q, sc, f, r, l);
+    case DType::kBFloat16:
+      return quantize_in(ctx, x.data_ptr<BFloat16>(), q, sc, f, r, l);
+    default:
+      TENSORD_ASSERT(false && "mx.quantize: dtype checked by infer");
+  }
+}
+
+void mx_dequantize_cpu(const OpContext& ctx, const Tensor& elements, const Tensor& scale, MxFormat f, const MxLayout& l,
+                       Tensor& out) {
+  if (l.outer * l.len * l.inner == 0) return;
+  const auto* q = elements.data_ptr<uint8_t>();
+  const auto* sc = static_cast<const uint8_t*>(scale.data());
+  float* o = out.data_ptr<float>();
+  switch (f) {
+    case MxFormat::kFp8E4M3:
+      return dequantize_typed<MxFormat::kFp8E4M3>(ctx, q, sc, o, l);
+    case MxFormat::kFp8E5M2:
+      return dequantize_typed<MxFormat::kFp8E5M2>(ctx, q, sc, o, l);
+    case MxFormat::kFp6E2M3:
+      return dequantize_typed<MxFormat::kFp6E2M3>(ctx, q, sc, o, l);
+    case MxFormat::kFp6E3M2:
+      return dequantize_typed<MxFormat::kFp6E3M2>(ctx, q, sc, o, l);
+    case MxFormat::kFp4E2M1:
+      return dequantize_typed<MxFormat::kFp4E2M1>(ctx, q, sc, o, l);
+  }
+}
+
+}  // namespace tensord

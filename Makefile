@@ -33,6 +33,7 @@ run: build
 
 unit: build
 	ctest --test-dir build --output-on-failure -j$(JOBS) -L unit
+	@./build/tests/conformance_tests --gtest_filter='ConformanceSummary.*' 2>/dev/null | grep '^conformance:'
 
 # The gpu label: CUDA tests; they skip, saying why, where no device answers.
 gpu: build

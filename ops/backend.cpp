@@ -13,6 +13,13 @@ namespace {
 }
 }  // namespace
 
+ThreadStreamBinding::ThreadStreamBinding(Backend* b, Stream s) : b_(b) {
+  if (b_) b_->bind_thread_stream(s);
+}
+ThreadStreamBinding::~ThreadStreamBinding() {
+  if (b_) b_->unbind_thread_stream();
+}
+
 void Backend::set_partitions(const std::vector<PartitionRequest>&) {}
 Stream Backend::create_partition_stream(Device d, int) {
   return create_stream(d);

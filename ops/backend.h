@@ -54,6 +54,21 @@ enum class ConditionalKind { kIf, kWhile };
 // body runs and an int64 overflow flag (non-zero: stopped at max_iters).
 inline constexpr size_t kLoopStateBytes = 16;
 
+class Backend;
+
+// Binds a job's stream to the calling thread for the guard's life
+// (Backend::bind_thread_stream).
+class ThreadStreamBinding {
+ public:
+  ThreadStreamBinding(Backend* b, Stream s);
+  ~ThreadStreamBinding();
+  ThreadStreamBinding(const ThreadStreamBinding&) = delete;
+  ThreadStreamBinding& operator=(const ThreadStreamBinding&) = delete;
+
+ private:
+  Backend* b_;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -69,6 +84,13 @@ class Backend {
   // out-of-memory errors. Accounting per tenant is done by Storage.
   virtual void* allocate(Device d, size_t bytes) = 0;
   virtual void deallocate(Device d, void* p, size_t bytes) noexcept = 0;
+  // Orders the calling thread's stream-less work (allocate, deallocate,
+  // copy_to_device, copy_to_host) on `s` until unbind_thread_stream: a job
+  // binds its stream while it runs, so a device backend may order memory on
+  // that stream rather than the whole device. unbind waits for `s`. Default:
+  // nothing (the CPU's and the fake's work is synchronous).
+  virtual void bind_thread_stream(Stream s) {}
+  virtual void unbind_thread_stream() {}
   // Bytes currently allocated on `d` through this backend.
   virtual int64_t allocated_bytes(Device d) const = 0;
 

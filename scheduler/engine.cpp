@@ -259,6 +259,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
         }
         engine_trace::op_ran(w.program(), cp, b, s, end);
       };
+      // The job's stream orders its memory and host copies (a device's); the
+      // values below are released while it is bound.
+      ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
       ExecResult er;
       if (w.plan) {
         // Graphs sharing a pool share its buffers: one replay at a time.

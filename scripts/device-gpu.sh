@@ -3,11 +3,12 @@
 # scripts/device-deps.sh made here, build tensord with CUDA, run the gpu test
 # label, then bench/cuda.py. Logs go to $OUT (or ./device-out).
 #
-#   bash scripts/device-gpu.sh [STAGES]   STAGES: any of build,test,bench (default all)
+#   bash scripts/device-gpu.sh [STAGES]   STAGES: any of build,test,ordered,bench (default all);
+#   the environment passes through to bench/cuda.py's server (TENSORD_CUDA_STREAM_ORDERED=1).
 set -uo pipefail
 
 OUT=${OUT:-$PWD/device-out}
-STAGES=${1:-build,test,bench}
+STAGES=${1:-build,test,ordered,bench}
 mkdir -p "$OUT"
 log() { echo "[device-gpu $(date +%T)] $*" | tee -a "$OUT/summary.txt"; }
 
@@ -59,8 +60,16 @@ if [[ $STAGES == *test* ]] && [ -x build/tests/cuda_tests ]; then
   done
 fi
 
+# The opt-in stream-ordered allocator and copies (ops/cuda/cuda_backend.cu).
+if [[ $STAGES == *ordered* ]] && [ -x build/tests/cuda_tests ]; then
+  TENSORD_CUDA_STREAM_ORDERED=1 timeout 300 ctest --test-dir build -L gpu -j4 --timeout 120 --output-on-failure \
+    >"$OUT/gpu-tests-ordered.log" 2>&1
+  log "gpu label, TENSORD_CUDA_STREAM_ORDERED=1: rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests-ordered.log")"
+  grep -E "\*\*\*|Failure|Expected|Which is|actual" "$OUT/gpu-tests-ordered.log" | head -30
+fi
+
 if [[ $STAGES == *bench* ]] && [ -x build/tensord ]; then
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cuda.py --build build >"$OUT/bench-cuda.log" 2>&1
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cuda.py --build build --reps "${BENCH_REPS:-5}" >"$OUT/bench-cuda.log" 2>&1
   log "bench/cuda.py rc=$?"
   cat "$OUT/bench-cuda.log" | tail -40
 fi

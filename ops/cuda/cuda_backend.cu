@@ -12,7 +12,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <cstdint>
+#include <cstdlib>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ops/cuda/conditional_node.cuh"
@@ -67,9 +70,31 @@ class CudaGraph final : public StreamGraph {
   std::vector<std::unique_ptr<HostFn>> host_fns_;
 };
 
+// The stream a job bound to this thread (bind_thread_stream), or none.
+thread_local cudaStream_t t_stream = nullptr;
+thread_local bool t_bound = false;
+
+// TENSORD_CUDA_STREAM_ORDERED=1: device memory from the device's default
+// pool, allocated and freed in the order of the bound job's stream
+// (cudaMallocAsync / cudaFreeAsync; freed blocks stay cached in the pool),
+// and a bound thread's host copies ordered on its stream instead of the
+// whole device. Off by default until it has run on more than one device.
+bool stream_ordered_from_env() {
+  const char* v = std::getenv("TENSORD_CUDA_STREAM_ORDERED");
+  return v != nullptr && std::string(v) == "1";
+}
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int count) : count_(count) {}
+  explicit CudaBackend(int count) : count_(count), stream_ordered_(stream_ordered_from_env()) {
+    if (!stream_ordered_) return;
+    for (int i = 0; i < count_; ++i) {
+      cudaMemPool_t pool = nullptr;
+      if (cudaDeviceGetDefaultMemPool(&pool, i) != cudaSuccess) continue;
+      uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for the next job
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+  }
   ~CudaBackend() override {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [id, s] : streams_) {
@@ -98,6 +123,7 @@ class CudaBackend final : public Backend {
     cudaDriverGetVersion(&drv);
     libs["cudart"] = std::to_string(rt);
     libs["driver"] = std::to_string(drv);
+    libs["allocator"] = stream_ordered_ ? "stream-ordered pool" : "cudaMalloc";
     int major = 0, minor = 0, patch = 0;
     cusolverGetProperty(MAJOR_VERSION, &major);
     cusolverGetProperty(MINOR_VERSION, &minor);
@@ -114,20 +140,59 @@ class CudaBackend final : public Backend {
   void* allocate(Device d, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
     void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    const bool ordered = stream_ordered_ && t_bound && !capturing(t_stream);
+    cudaError_t e = ordered ? cudaMallocAsync(&p, bytes ? bytes : 1, t_stream) : cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation && ordered) {
+      cudaGetLastError();
+      // Blocks cached in the pool for other sizes: give them back, try again.
+      cudaMemPool_t pool = nullptr;
+      if (cudaDeviceGetDefaultMemPool(&pool, d.index) == cudaSuccess) {
+        cudaDeviceSynchronize();
+        cudaMemPoolTrimTo(pool, 0);
+      }
+      e = cudaMallocAsync(&p, bytes ? bytes : 1, t_stream);
+    }
     if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
       throw Error(ErrorCode::kQuotaExceeded,
                   "cuda:" + std::to_string(d.index) + " out of memory allocating " + std::to_string(bytes) + " bytes");
     }
     TENSORD_CUDA_CHECK(e);
+    if (ordered) {
+      std::lock_guard<std::mutex> lk(mu_);
+      pooled_.insert(p);
+    }
     allocated_.fetch_add(static_cast<int64_t>(bytes));
     return p;
   }
 
+  // Pool memory goes back in stream order: on the bound stream (after the
+  // work queued there that may still read it), or, on a thread with no
+  // job, on the legacy stream (every job that used it has synchronized its
+  // stream: unbind_thread_stream waits).
   void deallocate(Device d, void* p, size_t bytes) noexcept override {
     cudaSetDevice(d.index);
-    cudaFree(p);
+    bool pooled = false;
+    if (stream_ordered_) {
+      std::lock_guard<std::mutex> lk(mu_);
+      pooled = pooled_.erase(p) > 0;
+    }
+    if (pooled && !(t_bound && capturing(t_stream))) {
+      cudaFreeAsync(p, t_bound ? t_stream : nullptr);
+    } else {
+      cudaFree(p);
+    }
     allocated_.fetch_sub(static_cast<int64_t>(bytes));
+  }
+
+  void bind_thread_stream(Stream s) override {
+    t_stream = raw(s);
+    t_bound = true;
+  }
+  void unbind_thread_stream() override {
+    if (t_bound) cudaStreamSynchronize(t_stream);  // a failed job's queued work ends before its memory is reused
+    t_bound = false;
+    t_stream = nullptr;
   }
 
   int64_t allocated_bytes(Device) const override { return allocated_.load(); }
@@ -137,13 +202,26 @@ class CudaBackend final : public Backend {
   // this returns (a kernel on any stream may read it next), and a download
   // first waits for the device's queued work (a kernel on any stream may
   // have written the source).
+  // Stream-ordered (above): a bound thread's copies go on its job's stream,
+  // which is where the memory was allocated and its writers ran (a stored
+  // tensor another job wrote was synchronized before it was committed).
   void copy_to_device(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
+    if (stream_ordered_ && t_bound && !capturing(t_stream)) {
+      TENSORD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, t_stream));
+      TENSORD_CUDA_CHECK(cudaStreamSynchronize(t_stream));
+      return;
+    }
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     TENSORD_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
   void copy_to_host(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
+    if (stream_ordered_ && t_bound && !capturing(t_stream)) {
+      TENSORD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, t_stream));
+      TENSORD_CUDA_CHECK(cudaStreamSynchronize(t_stream));
+      return;
+    }
     TENSORD_CUDA_CHECK(cudaDeviceSynchronize());
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
@@ -193,6 +271,16 @@ class CudaBackend final : public Backend {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     TENSORD_CUDA_CHECK(cudaStreamIsCapturing(raw(s), &st));
     return st == cudaStreamCaptureStatusActive;
+  }
+  // Any capture state (an invalidated capture included): no stream-ordered
+  // allocation or copy may go on such a stream.
+  static bool capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return st != cudaStreamCaptureStatusNone;
   }
 
   // A green context per partition on device 0 (the scheduler's device).
@@ -339,6 +427,7 @@ class CudaBackend final : public Backend {
   }
 
   int count_;
+  const bool stream_ordered_;
   std::atomic<int64_t> allocated_{0};
   mutable std::mutex mu_;
   int64_t next_id_ = 1;
@@ -347,6 +436,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::GreenContexts> green_;
   std::unordered_map<int64_t, StreamEntry> streams_;
   std::unordered_map<int64_t, cudaEvent_t> events_;
+  std::unordered_set<void*> pooled_;  // from cudaMallocAsync (stream-ordered mode), under mu_
   // Host functions of the captures in progress, by capturing thread.
   std::unordered_map<std::thread::id, std::vector<std::unique_ptr<HostFn>>> captured_fns_;
 };

@@ -45,7 +45,8 @@ fi
 
 if [[ $STAGES == *test* ]] && [ -x build/tests/cuda_tests ]; then
   # One process per test (ctest): a crash fails its test, not the rest.
-  timeout 300 ctest --test-dir build -L gpu -j4 --timeout 120 --output-on-failure >"$OUT/gpu-tests.log" 2>&1
+  timeout 300 env -u TENSORD_CUDA_STREAM_ORDERED ctest --test-dir build -L gpu -j4 --timeout 120 --output-on-failure \
+    >"$OUT/gpu-tests.log" 2>&1
   log "gpu label rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
   grep -E "\*\*\*|Failure|Expected|Which is|actual" "$OUT/gpu-tests.log" | head -60
   # A backtrace of each crashed test (cuda-gdb also debugs host code; the

@@ -38,10 +38,12 @@ void FakeBackend::deallocate(Device d, void* p, size_t bytes) noexcept {
 
 void FakeBackend::copy_to_device(Device d, void* dst, const void* host_src, size_t bytes) {
   ++to_device_;
+  if (t_bound_stream() != 0) ++bound_copies_;
   if (bytes) std::memcpy(dst, host_src, bytes);
 }
 void FakeBackend::copy_to_host(Device d, void* host_dst, const void* src, size_t bytes) {
   ++to_host_;
+  if (t_bound_stream() != 0) ++bound_copies_;
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 void FakeBackend::copy_on_device(Stream s, void* dst, const void* src, size_t bytes) {

@@ -36,6 +36,24 @@ class FakeBackend final : public Backend {
   void wait_event(Stream s, Event e) override { ++waits_; }
   void synchronize(Stream s) override { ++syncs_; }
   bool is_capturing(Stream s) const override { return false; }
+  // Counts bindings; copies made while bound are counted per binding too.
+  void bind_thread_stream(Stream s) override {
+    ++binds_;
+    t_bound_stream() = s.id;
+  }
+  void unbind_thread_stream() override {
+    ++unbinds_;
+    t_bound_stream() = 0;
+  }
+  int64_t binds() const { return binds_.load(); }
+  int64_t unbinds() const { return unbinds_.load(); }
+  // The stream id bound to the calling thread (0: none).
+  static int64_t& t_bound_stream() {
+    thread_local int64_t id = 0;
+    return id;
+  }
+  // Host copies made while the copying thread had a stream bound.
+  int64_t bound_copies() const { return bound_copies_.load(); }
 
   bool supports_op(std::string_view op) const override;
   void set_supported(std::set<std::string, std::less<>> ops);
@@ -57,6 +75,9 @@ class FakeBackend final : public Backend {
   std::atomic<int64_t> syncs_{0};
   std::atomic<int64_t> to_device_{0};
   std::atomic<int64_t> to_host_{0};
+  std::atomic<int64_t> binds_{0};
+  std::atomic<int64_t> unbinds_{0};
+  std::atomic<int64_t> bound_copies_{0};
   mutable std::mutex mu_;
   std::set<std::string, std::less<>> supported_;
 };

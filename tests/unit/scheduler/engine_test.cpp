@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -482,6 +483,28 @@ TEST(EngineDevice, AStoredHostTensorReadOnTheDeviceMovesThereOnce) {
   JobResult r2 = e.run(t, square());
   EXPECT_EQ(f->copies_to_device(), before + 1) << "the second job reads x on the device";
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 4.f);
+}
+
+// A job binds its stream to its runner thread while it runs (a device
+// backend orders memory and copies on it), once, and unbinds it before its
+// caller wakes, failed or not; the copies in and out happen while bound.
+TEST(EngineDevice, AJobBindsItsStreamWhileItRuns) {
+  auto fake = std::make_unique<FakeBackend>();
+  FakeBackend* f = fake.get();
+  Engine e(std::move(fake), config_with(2));
+  Tenant t(config_with(2).tenants[0]);
+  JobResult r = e.run(t, add_job(f32({2}, {1, 2})));
+  EXPECT_EQ(f->binds(), 1);
+  EXPECT_EQ(f->unbinds(), 1);
+  EXPECT_EQ(f->bound_copies(), f->copies_to_device() + f->copies_to_host())
+      << "the upload and the download of the result are on the job's stream";
+  EXPECT_EQ(FakeBackend::t_bound_stream(), 0) << "never bound on the caller's thread";
+  JobSpec bad;
+  bad.program.nodes.push_back(node("e", "linalg.eigvalsh", {ref("x")}, {"w"}));  // NaN: fails as it runs
+  bad.program.outputs = {"w"};
+  bad.inputs["x"] = f32({1, 1}, {std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_THROW(e.run(t, std::move(bad)), Error);
+  EXPECT_EQ(f->binds(), f->unbinds()) << "a failed job unbinds too";
 }
 
 TEST(TensorStoreRelocate, OnlyReplacesTheTensorItWasCopiedFrom) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "graphs/executor.h"
+#include "graphs/node_runner.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -189,14 +190,9 @@ void put_at(Tensor& out, int64_t dim, int64_t i, const Tensor& y) {
   scatter_slice(geometry(out.shape(), dim, out.dtype()), y.data(), out.data(), i);
 }
 
-void check_running(const ExecOptions& opts, const std::string& what, int64_t iter, const std::string& node) {
-  if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
-    throw Error(ErrorCode::kCancelled, "job cancelled in " + what + " at iteration " + std::to_string(iter), node);
-  }
-  if (std::chrono::steady_clock::now() > opts.deadline) {
-    throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded in " + what + " at iteration " + std::to_string(iter),
-                node);
-  }
+void check_iteration(const ExecOptions& opts, const std::string& what, int64_t iter, const std::string& node) {
+  check_running(opts, std::chrono::steady_clock::now(), node,
+                [&] { return "in " + what + " at iteration " + std::to_string(iter); });
 }
 
 std::vector<Tensor> run_body(const CompiledProgram& cp, const std::vector<Tensor>& args, const ExecOptions& opts,
@@ -401,7 +397,9 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
   for (const auto& x : ops) rows.push_back(to_rows(ctx, x, cf.dim, cf.reverse));
   size_t level = 0;
   for (int64_t d = 1; d < n; d *= 2, ++level) {
-    check_running(opts, w + " (parallel, level " + std::to_string(level) + ")", d - 1, node);
+    check_running(opts, std::chrono::steady_clock::now(), node, [&] {
+      return "in " + w + " (parallel, level " + std::to_string(level) + ") at iteration " + std::to_string(d - 1);
+    });
     const int64_t m = n - d;
     std::vector<Tensor> args;
     for (const auto& r : rows) args.push_back(row_view(r, 0, m));
@@ -426,7 +424,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
 }  // namespace
 
 void check_control_running(const ExecOptions& opts, const ControlFlow& cf, int64_t iter, const std::string& node) {
-  check_running(opts, where(cf, node), iter, node);
+  check_iteration(opts, where(cf, node), iter, node);
 }
 
 void throw_past_max_iters(const ControlFlow& cf, const std::string& node) {
@@ -689,7 +687,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
       const CompiledProgram& cond = *cf.bodies.at("cond");
       const CompiledProgram& body = *cf.bodies.at("body");
       for (int64_t it = 0;; ++it) {
-        check_running(opts, w, it, node);
+        check_iteration(opts, w, it, node);
         std::vector<Tensor> c = run_body(cond, carries, opts, io);
         if (!read_bool(c.at(0))) break;
         if (it >= cf.max_iters) throw_past_max_iters(cf, node);
@@ -710,7 +708,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
         ys.push_back(ctx.empty(outs[k].dtype, insert_dim(outs[k], cf.dim, cf.length).shape));
       }
       for (int64_t step = 0; step < cf.length; ++step) {
-        check_running(opts, w, step, node);
+        check_iteration(opts, w, step, node);
         const int64_t i = cf.reverse ? cf.length - 1 - step : step;
         std::vector<Tensor> args = carries;
         for (size_t k = first; k < first + cf.n_sliced; ++k) args.push_back(slice_at(ctx, ops[k], cf.dim, i));
@@ -742,7 +740,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
       for (const auto& x : ops) res.push_back(ctx.empty(x.dtype(), x.shape()));
       std::vector<Tensor> acc;
       for (int64_t step = 0; step < cf.length; ++step) {
-        check_running(opts, w, step, node);
+        check_iteration(opts, w, step, node);
         const int64_t i = cf.reverse ? cf.length - 1 - step : step;
         std::vector<Tensor> xi;
         for (const auto& x : ops) xi.push_back(slice_at(ctx, x, cf.dim, i));

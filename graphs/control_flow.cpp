@@ -303,46 +303,34 @@ std::shared_ptr<const CompiledProgram> compile_batched(const ControlFlow& cf, in
   return std::make_shared<const CompiledProgram>(compile_program(p, im, nullptr));
 }
 
-// The batched combine_fn variants for every Hillis-Steele level (batch sizes
-// n - d for d = 1, 2, 4, ... < n), compiled on first use; empty when
-// combine_fn does not batch (then the sequential path runs).
-std::vector<std::shared_ptr<const CompiledProgram>> batched_levels(const ControlFlow& cf) {
-  ScanBatchCache& c = *cf.scan_cache;
-  std::lock_guard<std::mutex> lk(c.mu);
-  if (c.batchable == 0) return {};
+// The batching of associative_scan node `cf` (combine_fn compiled, length
+// known): the batched combine_fn variants for every Hillis-Steele level
+// (batch sizes n - d for d = 1, 2, 4, ... < n), or none when combine_fn
+// does not batch (then the sequential path runs).
+std::shared_ptr<const ScanBatching> plan_scan_batching(const ControlFlow& cf) {
+  auto s = std::make_shared<ScanBatching>();
+  if (cf.length < 2) return s;
   const CompiledProgram& cp = *cf.bodies.at("combine_fn");
-  if (c.batchable == -1) {
-    c.why_not = batch_blocker(cp);
-    if (!c.why_not.empty()) {
-      c.batchable = 0;
-      return {};
-    }
-  }
-  std::vector<std::shared_ptr<const CompiledProgram>> levels;
+  s->why_not = batch_blocker(cp);
+  if (!s->why_not.empty()) return s;
   for (int64_t d = 1; d < cf.length; d *= 2) {
     const int64_t m = cf.length - d;
-    auto it = c.by_batch.find(m);
-    if (it == c.by_batch.end()) {
-      std::shared_ptr<const CompiledProgram> bcp;
-      std::string why;
-      try {
-        bcp = compile_batched(cf, m);
-        why = check_batched(cp, *bcp, m);
-      } catch (const Error& e) {
-        why = "does not compile batched: " + e.message();
-      }
-      if (!why.empty()) {
-        c.batchable = 0;
-        c.why_not = why;
-        c.by_batch.clear();
-        return {};
-      }
-      it = c.by_batch.emplace(m, std::move(bcp)).first;
+    std::shared_ptr<const CompiledProgram> bcp;
+    std::string why;
+    try {
+      bcp = compile_batched(cf, m);
+      why = check_batched(cp, *bcp, m);
+    } catch (const Error& e) {
+      why = "does not compile batched: " + e.message();
     }
-    levels.push_back(it->second);
+    if (!why.empty()) {
+      s->levels.clear();
+      s->why_not = why;
+      return s;
+    }
+    s->levels.push_back(std::move(bcp));
   }
-  c.batchable = 1;
-  return levels;
+  return s;
 }
 
 // x (any layout, scanned along dim) -> (n, slice...) with row p the slice
@@ -387,10 +375,9 @@ Tensor row_view(const Tensor& rows, int64_t from, int64_t m) {
 // combine(rows [0, n-d), rows [d, n)), one batched combine_fn call per level;
 // the earlier element is always the left operand, so the order of
 // combination is kept (only its association differs from the sequential).
-std::vector<Tensor> parallel_scan(const ControlFlow& cf,
-                                  const std::vector<std::shared_ptr<const CompiledProgram>>& levels,
-                                  const std::vector<Tensor>& ops, const ExecOptions& opts, const ControlFlowIO& io,
-                                  const std::string& w, const std::string& node) {
+std::vector<Tensor> parallel_scan(const ControlFlow& cf, const std::vector<Tensor>& ops, const ExecOptions& opts,
+                                  const ControlFlowIO& io, const std::string& w, const std::string& node) {
+  const std::vector<std::shared_ptr<const CompiledProgram>>& levels = cf.batching->levels;
   const OpContext ctx = opts.ctx.for_host();  // slices and stacks in host memory; bodies place their own nodes
   const int64_t n = cf.length;
   std::vector<Tensor> rows;
@@ -405,7 +392,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf,
     for (const auto& r : rows) args.push_back(row_view(r, 0, m));
     for (const auto& r : rows) args.push_back(row_view(r, d, m));
     std::vector<Tensor> out = run_body(*levels[level], args, opts, io);
-    cf.scan_cache->combine_calls.fetch_add(1, std::memory_order_relaxed);
+    cf.batching->combine_calls.fetch_add(1, std::memory_order_relaxed);
     args.clear();
     for (size_t k = 0; k < rows.size(); ++k) {
       require_host(out[k], w, node);
@@ -624,7 +611,7 @@ std::vector<TensorMeta> infer_control_flow(BoundNode& b, const std::vector<Tenso
         if (!same_metas(o, slices)) {
           invalid_program(w + ": combine_fn must return " + metas_str(slices) + ", returns " + metas_str(o), node);
         }
-        cf->scan_cache = std::make_shared<ScanBatchCache>();
+        cf->batching = plan_scan_batching(*cf);
         for (size_t k = 0; k < cf->n_sliced; ++k) {
           TensorMeta m = ops[k];
           m.wrapped_number = false;
@@ -726,15 +713,12 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
     }
     case ControlKind::kAssociativeScan: {
       // Inclusive scan: r[i] = combine(r[i-1], x[i]) (reverse: from the end).
-      if (cf.scan_cache && cf.length >= 2 && associative_scan_parallel()) {
-        auto levels = batched_levels(cf);
-        if (!levels.empty()) {
-          cf.scan_cache->parallel_runs.fetch_add(1, std::memory_order_relaxed);
-          return parallel_scan(cf, levels, ops, opts, io, w, node);
-        }
+      if (cf.batching && !cf.batching->levels.empty() && associative_scan_parallel()) {
+        cf.batching->parallel_runs.fetch_add(1, std::memory_order_relaxed);
+        return parallel_scan(cf, ops, opts, io, w, node);
       }
       // Sequential: the combine_fn is a subprogram over slices.
-      if (cf.scan_cache) cf.scan_cache->sequential_runs.fetch_add(1, std::memory_order_relaxed);
+      if (cf.batching) cf.batching->sequential_runs.fetch_add(1, std::memory_order_relaxed);
       const CompiledProgram& fn = *cf.bodies.at("combine_fn");
       std::vector<Tensor> res;
       for (const auto& x : ops) res.push_back(ctx.empty(x.dtype(), x.shape()));
@@ -750,7 +734,7 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
           std::vector<Tensor> args = acc;
           args.insert(args.end(), xi.begin(), xi.end());
           acc = run_body(fn, args, opts, io);
-          if (cf.scan_cache) cf.scan_cache->combine_calls.fetch_add(1, std::memory_order_relaxed);
+          if (cf.batching) cf.batching->combine_calls.fetch_add(1, std::memory_order_relaxed);
         }
         for (size_t k = 0; k < res.size(); ++k) {
           require_host(acc[k], w, node);

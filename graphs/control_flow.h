@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,23 +22,23 @@ struct ExecOptions;
 
 enum class ControlKind { kCond, kWhileLoop, kScan, kMap, kAssociativeScan };
 
-// associative_scan's parallel path (Hillis-Steele): combine_fn compiled
-// again with a leading batch dim, one variant per batch size, on the node's
-// first run; shared by every later run of the same compiled node (a
-// captured graph's replays). `batchable` is decided once: every node of
-// combine_fn must be an elementwise op whose operands that depend on the
-// inputs have the output's rank, no stored reads or writes, no nested
-// control flow, and each batched value must be exactly the unbatched one
-// with the batch dim in front. Otherwise the sequential algorithm runs.
-struct ScanBatchCache {
-  std::mutex mu;
-  int batchable = -1;   // -1: not decided yet, 0: no (sequential), 1: yes
-  std::string why_not;  // when batchable == 0
-  std::map<int64_t, std::shared_ptr<const CompiledProgram>> by_batch;  // batch size -> combine_fn
+// associative_scan's parallel path (Hillis-Steele), decided and compiled
+// with the node: combine_fn compiled again with a leading batch dim, one
+// variant per level. It batches when every node of combine_fn is an
+// elementwise op whose operands that depend on the inputs have the output's
+// rank, with no stored reads or writes and no nested control flow, and each
+// batched value is exactly the unbatched one with the batch dim in front.
+// Otherwise the sequential algorithm runs. Immutable apart from its counters.
+struct ScanBatching {
+  // Per level d = 1, 2, 4, ... < length: combine_fn over batches of
+  // length - d. Empty when combine_fn does not batch (why_not says why) or
+  // length < 2.
+  std::vector<std::shared_ptr<const CompiledProgram>> levels;
+  std::string why_not;
   // Counters (tests, benchmarks): combine_fn invocations, runs per path.
-  std::atomic<int64_t> combine_calls{0};
-  std::atomic<int64_t> parallel_runs{0};
-  std::atomic<int64_t> sequential_runs{0};
+  mutable std::atomic<int64_t> combine_calls{0};
+  mutable std::atomic<int64_t> parallel_runs{0};
+  mutable std::atomic<int64_t> sequential_runs{0};
 };
 
 struct ControlFlow {
@@ -58,9 +57,9 @@ struct ControlFlow {
   size_t n_sliced = 0;
   int64_t dim = 0;  // scan / associative_scan (normalized by inference); map: 0
   bool reverse = false;
-  int64_t max_iters = 1000000;                 // while_loop
-  int64_t length = 0;                          // scan / map / associative_scan: size along dim
-  std::shared_ptr<ScanBatchCache> scan_cache;  // associative_scan (set by inference)
+  int64_t max_iters = 1000000;                   // while_loop
+  int64_t length = 0;                            // scan / map / associative_scan: size along dim
+  std::shared_ptr<const ScanBatching> batching;  // associative_scan (set by inference)
 };
 
 // Process-wide switch for associative_scan's parallel path (default on);

@@ -16,6 +16,7 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/executor.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/memory_account.h"

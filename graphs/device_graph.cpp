@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/node_runner.h"
 #include "ops/backend.h"
 #include "ops/error.h"

@@ -2,7 +2,7 @@
 
 #include <climits>
 
-#include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/device_placement.h"
 #include "graphs/node_runner.h"
 #include "graphs/pending_store.h"
@@ -47,11 +47,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
     OpArgs<Tensor> args =
         bind_node_args<Tensor>(b, [&vals, &place, host](size_t v) { return place.place(v, vals[v], host); });
     std::vector<Tensor> out = NodeRunner::call(b, [&] {
-      if (b.control) {
-        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
-                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
-        return run_control_flow(b, args.tensors[0], opts, io);
-      }
+      if (b.control) return execute_control_flow(b, args.tensors[0], opts, pending);
       return (*kernel)(host && place.active() ? place.host_ctx(&pending) : ctx, args);
     });
     runner.check_results(b, out);
@@ -78,6 +74,24 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   }
   res.stored_writes = pending.take();
   return res;
+}
+
+std::vector<Tensor> execute_control_flow(const BoundNode& b, const std::vector<Tensor>& operands,
+                                         const ExecOptions& opts, PendingStore& pending) {
+  return run_control_flow(b, operands, opts,
+                          [&opts, &pending](const CompiledProgram& body, const std::vector<Tensor>& args) {
+                            std::map<std::string, Tensor> in;
+                            for (size_t k = 0; k < body.inputs.size(); ++k) in[body.inputs[k].first] = args[k];
+                            ExecOptions o = opts;
+                            o.host_outputs = true;  // tested, sliced and stacked by the node
+                            o.stored_read = [&pending](const std::string& n) { return pending.read(n); };
+                            ExecResult r = execute_program(body, in, o);
+                            for (auto& [name, t] : r.stored_writes) pending.write(name, std::move(t));
+                            std::vector<Tensor> outs;
+                            outs.reserve(r.outputs.size());
+                            for (auto& [name, t] : r.outputs) outs.push_back(std::move(t));
+                            return outs;
+                          });
 }
 
 }  // namespace tensord

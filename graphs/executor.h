@@ -13,6 +13,8 @@
 
 namespace tensord {
 
+class PendingStore;
+
 struct ExecResult {
   std::vector<std::pair<std::string, Tensor>> outputs;  // program outputs, in order
   // Stored name -> new value, in write order (a later write to a name
@@ -23,5 +25,11 @@ struct ExecResult {
 // Inputs by name must match the compiled input metas (checked).
 ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
                            const ExecOptions& opts);
+
+// Runs control-flow node `b` over `operands` (graphs/control_flow_run.h),
+// each body through execute_program with host outputs, its stored reads
+// and writes through `pending` (the job's).
+std::vector<Tensor> execute_control_flow(const BoundNode& b, const std::vector<Tensor>& operands,
+                                         const ExecOptions& opts, PendingStore& pending);
 
 }  // namespace tensord

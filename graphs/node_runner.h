@@ -12,7 +12,8 @@
 //    placing its operands included), to ExecOptions::on_node.
 // What a caller does with the results (keep them, copy them into a plan's
 // buffers, write stored tensors) is its own. The clock is read once per
-// node, at its end: a replay's node costs ~50 ns.
+// node, at its end: a second reading would be a large share of a replayed
+// node's cost (bench/README.md, graphs).
 //
 // One NodeRunner per run of one program, on the job's thread.
 #pragma once

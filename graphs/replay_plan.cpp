@@ -6,7 +6,6 @@
 #include <functional>
 
 #include "graphs/buffer_plan.h"
-#include "graphs/control_flow.h"
 #include "graphs/control_plan.h"
 #include "graphs/node_runner.h"
 #include "graphs/pending_store.h"
@@ -29,7 +28,7 @@ struct ReplayPlan::Instruction {
   bool try_record = false;
   bool fast = false;
   RecordedBlock block;
-  std::unique_ptr<ControlPlan> control;  // a cond/while_loop run as plans (null: run_control_flow)
+  std::unique_ptr<ControlPlan> control;  // a cond/while_loop run as plans (null: execute_control_flow)
 };
 
 namespace {
@@ -312,11 +311,7 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
     BlockRecorder rec;
     std::vector<Tensor> out = NodeRunner::call(b, [&] {
       if (ins.control) return ins.control->run(opts);
-      if (b.control) {
-        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
-                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
-        return run_control_flow(b, ins.args.tensors[0], opts, io);
-      }
+      if (b.control) return execute_control_flow(b, ins.args.tensors[0], opts, pending);
       if (ins.general) return (*ins.kernel)(ctx, ins.args);
       slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
       ctx.out_slots = &slots;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/executor.h"
 #include "ops/error.h"
 #include "tests/unit/graphs/exec_fixture.h"

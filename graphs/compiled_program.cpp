@@ -464,6 +464,13 @@ CompiledProgram compile_program(const Program& p, const std::map<std::string, Te
   return Compiler(p, input_metas, stored).run();
 }
 
+std::vector<TensorMeta> output_metas(const CompiledProgram& cp) {
+  std::vector<TensorMeta> out;
+  out.reserve(cp.outputs.size());
+  for (const auto& [name, id] : cp.outputs) out.push_back(cp.values[static_cast<size_t>(id)].meta);
+  return out;
+}
+
 OpArgs<TensorMeta> node_metas(const BoundNode& b, const CompiledProgram& cp) {
   return bind_node_args<TensorMeta>(b, [&cp](size_t v) { return cp.values[v].meta; });
 }

@@ -70,6 +70,8 @@ OpArgs<T> bind_node_args(const BoundNode& b, ValueOf&& value_of) {
   return args;
 }
 
+// The metas of cp's outputs, in order.
+std::vector<TensorMeta> output_metas(const CompiledProgram& cp);
 // Node `b`'s arguments as the metas of its values in `cp`.
 OpArgs<TensorMeta> node_metas(const BoundNode& b, const CompiledProgram& cp);
 // Whether `backend` has a kernel for op node `b` of `cp` that takes this

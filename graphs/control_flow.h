@@ -1,17 +1,15 @@
 // Control flow in programs (API.md 4.2): cond, while_loop, scan, map and
-// associative_scan. They are not registry ops: the compiler binds their
-// operands, compiles their subprograms with the parent (validation, shape
-// inference, memory plan) and the executor runs those compiled bodies.
-// Semantics follow torch.cond and torch._higher_order_ops.{while_loop, scan,
-// map, associative_scan}.
+// associative_scan, as the compiler sees them. They are not registry ops:
+// the compiler binds their operands and compiles their subprograms with the
+// parent (validation, shape inference, memory plan) into the node
+// (BoundNode::control); graphs/control_flow_run.h runs them. Semantics
+// follow torch.cond and torch._higher_order_ops.{while_loop, scan, map,
+// associative_scan}.
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,27 +17,22 @@
 
 namespace tensord {
 
-struct ExecOptions;
-
 enum class ControlKind { kCond, kWhileLoop, kScan, kMap, kAssociativeScan };
 
 // associative_scan's parallel path (Hillis-Steele): combine_fn compiled
-// again with a leading batch dim, one variant per batch size, on the node's
-// first run; shared by every later run of the same compiled node (a
-// captured graph's replays). `batchable` is decided once: every node of
-// combine_fn must be an elementwise op whose operands that depend on the
-// inputs have the output's rank, no stored reads or writes, no nested
-// control flow, and each batched value must be exactly the unbatched one
-// with the batch dim in front. Otherwise the sequential algorithm runs.
-struct ScanBatchCache {
-  std::mutex mu;
-  int batchable = -1;   // -1: not decided yet, 0: no (sequential), 1: yes
-  std::string why_not;  // when batchable == 0
-  std::map<int64_t, std::shared_ptr<const CompiledProgram>> by_batch;  // batch size -> combine_fn
+// again with a leading batch dim, one variant per level, where it batches
+// (graphs/scan_batching.h says when). Made by inference; immutable apart
+// from its counters.
+struct ScanBatching {
+  // Per level d = 1, 2, 4, ... < length: combine_fn over batches of
+  // length - d. Empty when combine_fn does not batch (why_not says why) or
+  // length < 2.
+  std::vector<std::shared_ptr<const CompiledProgram>> levels;
+  std::string why_not;
   // Counters (tests, benchmarks): combine_fn invocations, runs per path.
-  std::atomic<int64_t> combine_calls{0};
-  std::atomic<int64_t> parallel_runs{0};
-  std::atomic<int64_t> sequential_runs{0};
+  mutable std::atomic<int64_t> combine_calls{0};
+  mutable std::atomic<int64_t> parallel_runs{0};
+  mutable std::atomic<int64_t> sequential_runs{0};
 };
 
 struct ControlFlow {
@@ -58,15 +51,13 @@ struct ControlFlow {
   size_t n_sliced = 0;
   int64_t dim = 0;  // scan / associative_scan (normalized by inference); map: 0
   bool reverse = false;
-  int64_t max_iters = 1000000;                 // while_loop
-  int64_t length = 0;                          // scan / map / associative_scan: size along dim
-  std::shared_ptr<ScanBatchCache> scan_cache;  // associative_scan (set by inference)
+  int64_t max_iters = 1000000;                   // while_loop
+  int64_t length = 0;                            // scan / map / associative_scan: size along dim
+  std::shared_ptr<const ScanBatching> batching;  // associative_scan (set by inference)
 };
 
-// Process-wide switch for associative_scan's parallel path (default on);
-// off, every associative_scan runs sequentially. For benchmarks and tests.
-void set_associative_scan_parallel(bool on);
-bool associative_scan_parallel();
+// "while_loop 'w'": the node as messages name it.
+std::string control_flow_label(const ControlFlow& cf, const std::string& node);
 
 // True for "cond", "while_loop", "scan", "map", "associative_scan".
 bool is_control_flow_op(const std::string& op);
@@ -85,22 +76,5 @@ std::shared_ptr<const ControlFlow> parse_control_flow(const Node& n, std::vector
 // result metas. Replaces b.control with the compiled version.
 std::vector<TensorMeta> infer_control_flow(BoundNode& b, const std::vector<TensorMeta>& operand_metas,
                                            const StoredLookup& stored);
-
-// Reads and writes of stored tensors while running a body (the parent's
-// pending writes).
-struct ControlFlowIO {
-  std::function<std::optional<Tensor>(const std::string&)> read;
-  std::function<void(const std::string&, Tensor)> write;
-};
-
-// A loop's checks at iteration `iter`: cancelled / deadline_exceeded.
-void check_control_running(const ExecOptions& opts, const ControlFlow& cf, int64_t iter, const std::string& node);
-// A while_loop whose condition still holds after max_iters trips.
-[[noreturn]] void throw_past_max_iters(const ControlFlow& cf, const std::string& node);
-
-// Runs a control-flow node. Checks cancellation and the deadline at each
-// iteration; a while_loop past max_iters throws deadline_exceeded.
-std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tensor>& operands, const ExecOptions& opts,
-                                     const ControlFlowIO& io);
 
 }  // namespace tensord

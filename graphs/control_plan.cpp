@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/graph_pool.h"
 #include "graphs/replay_plan.h"
 #include "ops/error.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "graphs/compiled_program.h"
-#include "graphs/executor.h"
+#include "graphs/exec_options.h"
 
 namespace tensord {
 

@@ -2,7 +2,8 @@
 
 #include <cstdint>
 
-#include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
+#include "graphs/node_runner.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 
@@ -140,7 +141,8 @@ void DeviceGraph::capture(const Frame& f, const OpContext& ctx) {
     c.stored = nullptr;
     c.recorder = nullptr;
     const OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&f](size_t v) { return f.vals[v]; });
-    std::vector<Tensor> out = b.op->kernels.find(backend_->name())->second(c, args);
+    const KernelFn& kernel = b.op->kernels.find(backend_->name())->second;
+    std::vector<Tensor> out = NodeRunner::call(b, [&] { return kernel(c, args); });
     if (out.empty() || out[0].data() != slot.data()) {
       throw Error(ErrorCode::kInternal, b.op->name + ": the kernel did not write its result in place during capture",
                   b.id);
@@ -194,12 +196,7 @@ void DeviceGraph::capture_while(const Frame& f, size_t node, const OpContext& ct
 }
 
 ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
-  if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
-    throw Error(ErrorCode::kCancelled, "job cancelled before the graph launch");
-  }
-  if (std::chrono::steady_clock::now() > opts.deadline) {
-    throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before the graph launch");
-  }
+  check_running(opts, std::chrono::steady_clock::now(), std::string(), [] { return "before the graph launch"; });
   const OpContext& ctx = opts.ctx;
   for (const auto& [name, id] : cp_->inputs) {
     const Tensor& dst = root_->vals[static_cast<size_t>(id)];

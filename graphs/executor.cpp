@@ -2,8 +2,9 @@
 
 #include <climits>
 
-#include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/device_placement.h"
+#include "graphs/node_runner.h"
 #include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
@@ -32,6 +33,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
   DevicePlacement place(ctx, cp.values.size());
+  NodeRunner runner(cp, opts);
   std::vector<bool> relocated(place.active() ? cp.values.size() : 0);
   // Binds value v where the node's kernel runs; a stored tensor's first
   // copy to the device is kept for the caller (ExecResult::relocated).
@@ -47,52 +49,21 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   };
   for (size_t i = 0; i < cp.nodes.size(); ++i) {
     const BoundNode& b = cp.nodes[i];
-    if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
-      throw Error(ErrorCode::kCancelled, "job cancelled before node '" + b.id + "'", b.id);
-    }
-    if (std::chrono::steady_clock::now() > opts.deadline) {
-      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
-    }
+    runner.before(b);
     // Control flow reads predicates and slices on the host; its bodies
     // place their own nodes.
     bool host = true;
     const KernelFn* kernel = b.control ? nullptr : place.kernel(b, cp, &host);
     if (!b.control && !kernel) {
-      throw Error(ErrorCode::kUnsupported,
-                  "backend " + std::string(opts.ctx.backend ? opts.ctx.backend->name() : "cpu") + " does not support " +
-                      b.op->name,
-                  b.id);
+      throw NodeRunner::unsupported(opts.ctx.backend ? opts.ctx.backend->name() : "cpu", b);
     }
     OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&placed, host](size_t v) { return placed(v, host); });
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> out;
-    try {
-      if (b.control) {
-        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
-                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
-        out = run_control_flow(b, args.tensors[0], opts, io);
-      } else {
-        out = (*kernel)(host && place.active() ? place.host_ctx(&pending) : ctx, args);
-      }
-    } catch (const Error& e) {
-      throw e.with_node(b.id);
-    } catch (const std::bad_alloc&) {
-      throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
-    }
-    const auto t_end = std::chrono::steady_clock::now();
-    double secs = std::chrono::duration<double>(t_end - t0).count();
-    if (out.size() < b.outputs.size())
-      throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
-    for (size_t k = 0; k < b.outputs.size(); ++k) {
-      const TensorMeta& want = cp.values[static_cast<size_t>(b.outputs[k])].meta;
-      if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {
-        throw Error(ErrorCode::kInternal,
-                    b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + want.str(),
-                    b.id);
-      }
-      out[k].set_wrapped_number(false);
-      vals[static_cast<size_t>(b.outputs[k])] = out[k];
-    }
+    std::vector<Tensor> out = NodeRunner::call(b, [&] {
+      if (b.control) return execute_control_flow(b, args.tensors[0], opts, pending);
+      return (*kernel)(host && place.active() ? place.host_ctx(&pending) : ctx, args);
+    });
+    runner.check_results(b, out);
+    for (size_t k = 0; k < b.outputs.size(); ++k) vals[static_cast<size_t>(b.outputs[k])] = out[k];
     if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
     // Release inputs whose last use was this node (the memory plan).
     for (const auto& ids : b.tensor_params) {
@@ -107,7 +78,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       place.forget(static_cast<size_t>(v));
       if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
     }
-    if (opts.on_node) opts.on_node(cp, b, secs, t_end);
+    runner.after(b);
   }
   for (const auto& [name, id] : cp.outputs) {
     const Tensor& t = vals[static_cast<size_t>(id)];
@@ -115,6 +86,24 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
   }
   res.stored_writes = pending.take();
   return res;
+}
+
+std::vector<Tensor> execute_control_flow(const BoundNode& b, const std::vector<Tensor>& operands,
+                                         const ExecOptions& opts, PendingStore& pending) {
+  return run_control_flow(b, operands, opts,
+                          [&opts, &pending](const CompiledProgram& body, const std::vector<Tensor>& args) {
+                            std::map<std::string, Tensor> in;
+                            for (size_t k = 0; k < body.inputs.size(); ++k) in[body.inputs[k].first] = args[k];
+                            ExecOptions o = opts;
+                            o.host_outputs = true;  // tested, sliced and stacked by the node
+                            o.stored_read = [&pending](const std::string& n) { return pending.read(n); };
+                            ExecResult r = execute_program(body, in, o);
+                            for (auto& [name, t] : r.stored_writes) pending.write(name, std::move(t));
+                            std::vector<Tensor> outs;
+                            outs.reserve(r.outputs.size());
+                            for (auto& [name, t] : r.outputs) outs.push_back(std::move(t));
+                            return outs;
+                          });
 }
 
 }  // namespace tensord

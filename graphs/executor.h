@@ -3,37 +3,17 @@
 // the caller commits them only if the whole program succeeded.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <functional>
 #include <map>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graphs/compiled_program.h"
+#include "graphs/exec_options.h"
 
 namespace tensord {
 
-struct ExecOptions {
-  OpContext ctx;  // backend, device, account, pool
-  const std::atomic<bool>* cancelled = nullptr;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // Reads the tenant's stored tensors for ops with state (optimizers);
-  // null: such ops see no stored tensors.
-  std::function<std::optional<Tensor>(const std::string&)> stored_read;
-  // Called after each node with its id, op, and seconds spent (metrics, traces).
-  // After each node: its run time and the clock reading at its end.
-  // `cp`: the program the node belongs to (the job's, or a control-flow
-  // subprogram's).
-  std::function<void(const CompiledProgram& cp, const BoundNode&, double seconds,
-                     std::chrono::steady_clock::time_point end)>
-      on_node;
-  // Copy the program's outputs to host memory (a control-flow body, whose
-  // caller slices and tests them on the host); else they stay where their
-  // kernels put them (graphs/device_placement.h).
-  bool host_outputs = false;
-};
+class PendingStore;
 
 struct ExecResult {
   std::vector<std::pair<std::string, Tensor>> outputs;  // program outputs, in order
@@ -54,5 +34,11 @@ struct ExecResult {
 // Inputs by name must match the compiled input metas (checked).
 ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string, Tensor>& inputs,
                            const ExecOptions& opts);
+
+// Runs control-flow node `b` over `operands` (graphs/control_flow_run.h),
+// each body through execute_program with host outputs, its stored reads
+// and writes through `pending` (the job's).
+std::vector<Tensor> execute_control_flow(const BoundNode& b, const std::vector<Tensor>& operands,
+                                         const ExecOptions& opts, PendingStore& pending);
 
 }  // namespace tensord

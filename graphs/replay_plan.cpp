@@ -1,15 +1,13 @@
 #include "graphs/replay_plan.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <functional>
-#include <new>
 
 #include "graphs/buffer_plan.h"
-#include "graphs/control_flow.h"
 #include "graphs/control_plan.h"
+#include "graphs/node_runner.h"
 #include "graphs/pending_store.h"
 #include "ops/backend.h"
 #include "ops/error.h"
@@ -30,7 +28,7 @@ struct ReplayPlan::Instruction {
   bool try_record = false;
   bool fast = false;
   RecordedBlock block;
-  std::unique_ptr<ControlPlan> control;  // a cond/while_loop run as plans (null: run_control_flow)
+  std::unique_ptr<ControlPlan> control;  // a cond/while_loop run as plans (null: execute_control_flow)
 };
 
 namespace {
@@ -132,7 +130,7 @@ void ReplayPlan::bind(GraphPool& pool, Backend* backend) {
     if (!b.control) {
       auto kit = b.op->kernels.find(bname);
       if (kit == b.op->kernels.end()) {
-        throw Error(ErrorCode::kUnsupported, "backend " + std::string(bname) + " does not support " + b.op->name, b.id);
+        throw NodeRunner::unsupported(bname, b);
       }
       ins.kernel = &kit->second;
     }
@@ -301,55 +299,32 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
   ctx.out_slots = nullptr;
   OutputSlots slots;
   int64_t copies = 0;
-  auto t0 = std::chrono::steady_clock::now();
+  NodeRunner runner(*cp_, opts);
   for (Instruction& ins : code_) {
     const BoundNode& b = *ins.node;
-    if (opts.cancelled && opts.cancelled->load(std::memory_order_relaxed)) {
-      throw Error(ErrorCode::kCancelled, "job cancelled before node '" + b.id + "'", b.id);
-    }
-    if (t0 > opts.deadline) {
-      throw Error(ErrorCode::kDeadlineExceeded, "deadline exceeded before node '" + b.id + "'", b.id);
-    }
+    runner.before(b);
     if (ins.fast) {
       ins.block.run(ctx);
-      const auto t1 = std::chrono::steady_clock::now();
-      if (opts.on_node) opts.on_node(*cp_, b, std::chrono::duration<double>(t1 - t0).count(), t1);
-      t0 = t1;
+      runner.after(b);
       continue;
     }
-    std::vector<Tensor> out;
     BlockRecorder rec;
-    try {
-      if (ins.control) {
-        out = ins.control->run(opts);
-      } else if (b.control) {
-        ControlFlowIO io{[&pending](const std::string& n) { return pending.read(n); },
-                         [&pending](const std::string& n, Tensor t) { pending.write(n, std::move(t)); }};
-        out = run_control_flow(b, ins.args.tensors[0], opts, io);
-      } else if (ins.general) {
-        out = (*ins.kernel)(ctx, ins.args);
-      } else {
-        slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
-        ctx.out_slots = &slots;
-        if (ins.try_record) ctx.recorder = &rec;
-        out = (*ins.kernel)(ctx, ins.args);
-        ctx.out_slots = nullptr;
-        ctx.recorder = nullptr;
-      }
-    } catch (const Error& e) {
-      throw e.with_node(b.id);
-    } catch (const std::bad_alloc&) {
-      throw Error(ErrorCode::kQuotaExceeded, b.op->name + ": out of memory", b.id);
-    }
+    std::vector<Tensor> out = NodeRunner::call(b, [&] {
+      if (ins.control) return ins.control->run(opts);
+      if (b.control) return execute_control_flow(b, ins.args.tensors[0], opts, pending);
+      if (ins.general) return (*ins.kernel)(ctx, ins.args);
+      slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
+      ctx.out_slots = &slots;
+      if (ins.try_record) ctx.recorder = &rec;
+      std::vector<Tensor> r = (*ins.kernel)(ctx, ins.args);
+      ctx.out_slots = nullptr;
+      ctx.recorder = nullptr;
+      return r;
+    });
+    runner.check_results(b, out);
     const size_t n = b.outputs.size();
-    if (out.size() < n) throw Error(ErrorCode::kInternal, b.op->name + ": kernel returned too few outputs", b.id);
     for (size_t k = 0; k < n; ++k) {
       const Tensor& dst = values_[static_cast<size_t>(b.outputs[k])];
-      if (out[k].dtype() != dst.dtype() || out[k].shape() != dst.shape()) {
-        throw Error(
-            ErrorCode::kInternal,
-            b.op->name + ": kernel result " + out[k].meta().str() + " differs from inferred " + dst.meta().str(), b.id);
-      }
       if (same_buffer(out[k], dst)) continue;
       // In another result's buffer (a kernel that allocated them out of
       // order): set it aside before the copies below overwrite it.
@@ -372,9 +347,7 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
       if (ins.fast) ins.block = rec.block;
     }
     if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
-    const auto t1 = std::chrono::steady_clock::now();
-    if (opts.on_node) opts.on_node(*cp_, b, std::chrono::duration<double>(t1 - t0).count(), t1);
-    t0 = t1;
+    runner.after(b);
   }
   if (copies) slot_copies_.fetch_add(copies, std::memory_order_relaxed);
 }

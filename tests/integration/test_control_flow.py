@@ -315,7 +315,7 @@ def test_associative_scan_bad_combine_rejected(client):
 
 
 def test_associative_scan_in_a_captured_graph(client):
-    # The batched combine variants are compiled once at the first replay and
+    # The batched combine variants are compiled once, with the graph, and
     # reused: every replay is parallel (10 launches) and matches numpy.
     g = client.capture(binary("minimum", "float32", [1000]), {"x0": ("float32", [1000])})
     rng = np.random.default_rng(6)

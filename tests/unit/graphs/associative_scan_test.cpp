@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "graphs/control_flow.h"
+#include "graphs/control_flow_run.h"
 #include "graphs/executor.h"
 #include "ops/error.h"
 #include "tests/unit/graphs/exec_fixture.h"
@@ -93,11 +94,11 @@ Ran run_case(Fixture& f, const ScanCase& c, const std::vector<Tensor>& xs, int t
     r.ys.clear();
     for (auto& [name, y] : er.outputs) r.ys.push_back(y);
   }
-  const ScanBatchCache& sc = *cp.nodes.at(0).control->scan_cache;
+  const ScanBatching& sc = *cp.nodes.at(0).control->batching;
   r.calls = sc.combine_calls.load();
   r.parallel = sc.parallel_runs.load();
   r.sequential = sc.sequential_runs.load();
-  r.variants = sc.by_batch.size();
+  r.variants = sc.levels.size();
   return r;
 }
 
@@ -390,10 +391,10 @@ TEST(AssociativeScan, ConcurrentRunsShareOneCache) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0);
-  const ScanBatchCache& sc = *cp.nodes.at(0).control->scan_cache;
+  const ScanBatching& sc = *cp.nodes.at(0).control->batching;
   EXPECT_EQ(sc.parallel_runs.load(), 20);
   EXPECT_EQ(sc.combine_calls.load(), 20 * 6);
-  EXPECT_EQ(sc.by_batch.size(), 6u);
+  EXPECT_EQ(sc.levels.size(), 6u);
 }
 
 TEST(AssociativeScan, CancellationAndDeadlineStopTheParallelPath) {
@@ -419,7 +420,7 @@ TEST(AssociativeScan, CancellationAndDeadlineStopTheParallelPath) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
   }
-  EXPECT_EQ(cp.nodes.at(0).control->scan_cache->combine_calls.load(), 0);
+  EXPECT_EQ(cp.nodes.at(0).control->batching->combine_calls.load(), 0);
 }
 
 TEST(AssociativeScan, MalformedCombineStillRejectedAtCompile) {

@@ -28,7 +28,7 @@ struct DevTensor {
   const void* param;
   const void* grad;
   const void* state_in[3];
-  float state_init[3];
+  double state_init[3];  // cast to the math type where used: float64 params keep it exact
   void* param_out;
   void* state_out[3];
   bool first;  // no state yet (SGD: the buffer is the gradient)
@@ -153,7 +153,7 @@ void launch(const std::vector<OptimTensorIO>& ts, cudaStream_t stream, MakeScala
     for (int k = 0; k < 3; ++k) {
       d.state_in[k] = io.state_in[k];
       d.state_out[k] = io.state_out[k];
-      d.state_init[k] = static_cast<float>(io.state_init[k]);
+      d.state_init[k] = static_cast<double>(io.state_init[k]);
     }
     make(io, d.sf, d.sd);
     for (int64_t b = 0; b < io.numel; b += kOptimChunk) {

@@ -11,6 +11,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "metrics/utf8.h"
+
 namespace tensord {
 
 // One cache line: the sequence, then the event as seven words (atomics, so
@@ -53,90 +58,123 @@ thread_local unsigned tls_intern_next = 0;
 
 // ------------------------------------------------------------ rendering
 
-// Microseconds with nanosecond precision: "1234.567".
-void append_us(std::string& out, int64_t ns) {
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Names and ids may be the user's (node ids, graph names, a client's request
+// id): the writer escapes them, and invalid UTF-8 becomes '?'.
+void write_string(JsonWriter& w, std::string_view s) {
+  if (is_valid_utf8(s)) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  } else {
+    const std::string v = valid_utf8(s);
+    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+  }
+}
+
+// Microseconds with nanosecond precision: 1234.567 (a fixed three decimals,
+// which the writer's shortest double form would not keep).
+void write_us(JsonWriter& w, int64_t ns) {
   if (ns < 0) ns = 0;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
-  out += buf;
+  const int n = std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000),
+                              static_cast<long long>(ns % 1000));
+  w.RawValue(buf, static_cast<size_t>(n), rapidjson::kNumberType);
 }
 
-void append_common(std::string& out, const TraceRecord& r, char ph, int64_t ts_ns) {
-  out += "{\"name\":\"";
-  out += json_escape(r.name);
-  out += "\",\"cat\":\"";
-  out += json_escape(r.cat);
-  out += "\",\"ph\":\"";
-  out += ph;
-  out += "\",\"ts\":";
-  append_us(out, ts_ns);
-  out += ",\"pid\":1,\"tid\":";
-  out += std::to_string(r.tid);
+// {"name", "cat", "ph", "ts", "pid", "tid" (the object left open).
+void write_common(JsonWriter& w, const TraceRecord& r, char ph, int64_t ts_ns) {
+  w.StartObject();
+  w.Key("name");
+  write_string(w, r.name);
+  w.Key("cat");
+  write_string(w, r.cat);
+  w.Key("ph");
+  w.String(&ph, 1);
+  w.Key("ts");
+  write_us(w, ts_ns);
+  w.Key("pid");
+  w.Int(1);
+  w.Key("tid");
+  w.Uint(r.tid);
 }
 
-void append_record(std::string& out, const TraceRecord& r, bool& first) {
-  auto sep = [&] {
-    if (!first) out += ',';
-    first = false;
-  };
+// r.args is an object the JSON writer of to_record (or a test) wrote.
+void write_args(JsonWriter& w, const std::string& args) {
+  if (args.empty()) return;
+  w.Key("args");
+  w.RawValue(args.data(), args.size(), rapidjson::kObjectType);
+}
+
+void write_record(JsonWriter& w, const TraceRecord& r) {
   switch (r.ph) {
     case 'X':
-      sep();
-      append_common(out, r, 'X', r.ts_ns);
-      out += ",\"dur\":";
-      append_us(out, r.dur_ns);
+      write_common(w, r, 'X', r.ts_ns);
+      w.Key("dur");
+      write_us(w, r.dur_ns);
       break;
-    case 'b':
-      sep();
-      append_common(out, r, 'b', r.ts_ns);
-      out += ",\"id\":\"0x";
-      {
-        char buf[24];
-        std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(r.id));
-        out += buf;
-        out += '"';
-        if (!r.args.empty()) out += ",\"args\":" + r.args;
-        out += "},";
-        append_common(out, r, 'e', r.ts_ns + r.dur_ns);
-        out += ",\"id\":\"0x";
-        out += buf;
-        out += '"';
-      }
-      out += '}';
+    case 'b': {  // an async span: a b/e pair, args on the b
+      char id[24];
+      const int n = std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(r.id));
+      write_common(w, r, 'b', r.ts_ns);
+      w.Key("id");
+      w.String(id, static_cast<rapidjson::SizeType>(n));
+      write_args(w, r.args);
+      w.EndObject();
+      write_common(w, r, 'e', r.ts_ns + r.dur_ns);
+      w.Key("id");
+      w.String(id, static_cast<rapidjson::SizeType>(n));
+      w.EndObject();
       return;
+    }
     case 's':
     case 'f':
-      sep();
-      append_common(out, r, r.ph, r.ts_ns);
-      out += ",\"id\":" + std::to_string(r.id);
-      if (r.ph == 'f') out += ",\"bp\":\"e\"";
+      write_common(w, r, r.ph, r.ts_ns);
+      w.Key("id");
+      w.Uint64(r.id);
+      if (r.ph == 'f') {
+        w.Key("bp");
+        w.String("e");
+      }
       break;
     default:
       return;
   }
-  if (!r.args.empty()) out += ",\"args\":" + r.args;
-  out += '}';
+  write_args(w, r.args);
+  w.EndObject();
 }
+
+// A record's args object, key by key.
+class ArgsWriter {
+ public:
+  ArgsWriter() : w_(sb_) { w_.StartObject(); }
+  ArgsWriter& add(const char* key, std::string_view value) {
+    w_.Key(key);
+    write_string(w_, value);
+    return *this;
+  }
+  ArgsWriter& add(const char* key, const std::vector<std::string>& values) {
+    w_.Key(key);
+    w_.StartArray();
+    for (const auto& v : values) write_string(w_, v);
+    w_.EndArray();
+    return *this;
+  }
+  // {"job", "tenant", "partition"}: every job record's args start so.
+  ArgsWriter& job(std::string_view job, std::string_view tenant, std::string_view partition) {
+    return add("job", job).add("tenant", tenant).add("partition", partition);
+  }
+  std::string done() {
+    w_.EndObject();
+    return std::string(sb_.GetString(), sb_.GetSize());
+  }
+
+ private:
+  rapidjson::StringBuffer sb_;
+  JsonWriter w_;
+};
 
 std::string job_name(uint64_t n, std::string_view job_id) {
   return job_id.empty() ? "job-" + std::to_string(n) : std::string(job_id);
-}
-
-// {"job":"job-N","tenant":"..","partition":"..".  (no closing brace)
-std::string job_args_open(const std::string& job, const std::string& tenant, const std::string& partition) {
-  return "{\"job\":\"" + json_escape(job) + "\",\"tenant\":\"" + json_escape(tenant) + "\",\"partition\":\"" +
-         json_escape(partition) + "\"";
-}
-
-void append_shapes(std::string& out, const std::vector<std::string>& shapes) {
-  out += '[';
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    out += json_escape(shapes[i]);
-    out += '"';
-  }
-  out += ']';
 }
 
 std::string hex16(uint64_t v) {
@@ -370,18 +408,20 @@ TraceRecord TraceBuffer::to_record(const TraceEvent& e, const TraceData* d, cons
   const std::string job = job_name(e.job, s.job_id);
   const std::string_view request_id = s.request_id, jobs = s.jobs;
   switch (e.kind) {
-    case TraceKind::kRequest:
+    case TraceKind::kRequest: {
       r.ph = 'X';
       r.name = interned(e.name);
       r.cat = "request";
-      r.args = "{\"request_id\":\"" + json_escape(request_id.empty() ? hex16(e.data) : std::string(request_id)) + "\"";
+      ArgsWriter a;
+      a.add("request_id", request_id.empty() ? hex16(e.data) : std::string(request_id));
       if (!jobs.empty()) {
-        r.args += ",\"jobs\":\"" + json_escape(std::string(jobs)) + "\"";
+        a.add("jobs", jobs);
       } else if (e.flags & TraceEvent::kHasJob) {
-        r.args += ",\"jobs\":\"" + json_escape(job) + "\"";
+        a.add("jobs", job);
       }
-      r.args += "}";
+      r.args = a.done();
       break;
+    }
     case TraceKind::kFlowStart:
     case TraceKind::kFlowEnd:
       r.ph = e.kind == TraceKind::kFlowStart ? 's' : 'f';
@@ -392,33 +432,34 @@ TraceRecord TraceBuffer::to_record(const TraceEvent& e, const TraceData* d, cons
     case TraceKind::kSubmit:
       r.name = "submit " + job;
       r.cat = "request";
-      r.args = job_args_open(job, r.tenant, partition) + "}";
+      r.args = ArgsWriter().job(job, r.tenant, partition).done();
       break;
     case TraceKind::kRejected:
       r.name = "rejected " + job;
       r.cat = "job";
-      r.args = job_args_open(job, r.tenant, partition) + "}";
+      r.args = ArgsWriter().job(job, r.tenant, partition).done();
       break;
     case TraceKind::kQueued:
       r.ph = 'b';
       r.name = "queued " + job;
       r.cat = "queue";
       r.id = e.job;
-      r.args = job_args_open(job, r.tenant, partition) + "}";
+      r.args = ArgsWriter().job(job, r.tenant, partition).done();
       break;
     case TraceKind::kRun: {
       r.name = "run " + job;
       r.cat = "job";
-      r.args = job_args_open(job, r.tenant, partition) + ",\"state\":\"" + interned(e.name) + "\"";
+      ArgsWriter a;
+      a.job(job, r.tenant, partition).add("state", interned(e.name));
       const auto* t = dynamic_cast<const TraceTable*>(d);
-      if (t != nullptr && !t->graph.empty()) r.args += ",\"graph\":\"" + json_escape(t->graph) + "\"";
-      r.args += "}";
+      if (t != nullptr && !t->graph.empty()) a.add("graph", t->graph);
+      r.args = a.done();
       break;
     }
     case TraceKind::kEnded:
       r.name = interned(e.name) + " " + job;
       r.cat = "job";
-      r.args = job_args_open(job, r.tenant, partition) + "}";
+      r.args = ArgsWriter().job(job, r.tenant, partition).done();
       break;
     case TraceKind::kOp: {
       const auto* t = dynamic_cast<const TraceTable*>(d);
@@ -426,15 +467,10 @@ TraceRecord TraceBuffer::to_record(const TraceEvent& e, const TraceData* d, cons
       const TraceTable::Node& n = t->nodes[e.index];
       r.name = n.name;
       r.cat = "op";
-      // Op names come from the registry and job ids from the engine
-      // ("job-N"): plain ASCII; node and graph ids are the user's.
-      r.args = "{\"node\":\"" + json_escape(n.id) + "\",\"op\":\"" + n.op + "\",\"job\":\"" + job + "\",";
-      if (!t->graph.empty()) r.args += "\"graph\":\"" + json_escape(t->graph) + "\",";
-      r.args += "\"inputs\":";
-      append_shapes(r.args, n.inputs);
-      r.args += ",\"outputs\":";
-      append_shapes(r.args, n.outputs);
-      r.args += "}";
+      ArgsWriter a;
+      a.add("node", n.id).add("op", n.op).add("job", job);
+      if (!t->graph.empty()) a.add("graph", t->graph);
+      r.args = a.add("inputs", n.inputs).add("outputs", n.outputs).done();
       break;
     }
     default:
@@ -509,16 +545,37 @@ std::string TraceBuffer::render_json(size_t last, const std::string& tenant, boo
     std::lock_guard lock(data_mu_);
     lanes = lane_names_;
   }
-  std::string out = "{\"traceEvents\":[";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"tensord\"}}";
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    out += ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i + 1) +
-           ",\"args\":{\"name\":\"" + json_escape(lanes[i]) + "\"}}";
-  }
-  bool first = false;
-  for (const auto& r : records) append_record(out, r, first);
-  out += "],\"displayTimeUnit\":\"ms\"}";
-  return out;
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  // Metadata first: the process's name, then every lane's (tid i + 1).
+  auto meta = [&w](const char* what, size_t tid, std::string_view name) {
+    w.StartObject();
+    w.Key("name");
+    w.String(what);
+    w.Key("ph");
+    w.String("M");
+    w.Key("pid");
+    w.Int(1);
+    w.Key("tid");
+    w.Uint64(tid);
+    w.Key("args");
+    w.StartObject();
+    w.Key("name");
+    write_string(w, name);
+    w.EndObject();
+    w.EndObject();
+  };
+  w.StartObject();
+  w.Key("traceEvents");
+  w.StartArray();
+  meta("process_name", 0, "tensord");
+  for (size_t i = 0; i < lanes.size(); ++i) meta("thread_name", i + 1, lanes[i]);
+  for (const auto& r : records) write_record(w, r);
+  w.EndArray();
+  w.Key("displayTimeUnit");
+  w.String("ms");
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
 }
 
 }  // namespace tensord

@@ -24,8 +24,6 @@
 // until the ring has wrapped past its last record and nobody else holds it.
 #pragma once
 
-#include "metrics/json_escape.h"
-
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -53,7 +51,7 @@ struct TraceRecord {
   uint32_t tid = 0;    // lane
   uint64_t id = 0;     // 'b', 's', 'f'
   std::string tenant;  // who may see it; "" = admins only
-  std::string args;    // a JSON object ("{...}") or empty
+  std::string args;    // a JSON object ("{...}", written by a JSON writer) or empty
 };
 
 // What a fast record is; each kind renders to one fixed form (trace_buffer.cpp).

@@ -1,6 +1,8 @@
 #include "metrics/trace_buffer.h"
 
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
 
 #include <atomic>
 #include <memory>
@@ -350,8 +352,87 @@ TEST(TraceBuffer, ConcurrentFastAndWholeRecordsComeOutWellFormed) {
   EXPECT_LE(tb.retained(), 2 * kCap + 256);
 }
 
-TEST(JsonEscape, EscapesControlCharacters) {
-  EXPECT_EQ(json_escape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001");
+// Quotes, backslashes, control characters (DEL included) and non-ASCII
+// UTF-8: what a user may put in a node id or a graph name.
+const std::string kAwkward = "q\"b\\s/n\nt\tc\x01\x1f\x7f h\xc3\xa9 \xe2\x9c\x93 \xf0\x9d\x84\x9e";
+
+rapidjson::Document parse_strict(const std::string& json) {
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.c_str(), json.size());
+  EXPECT_FALSE(d.HasParseError()) << rapidjson::GetParseError_En(d.GetParseError()) << " at " << d.GetErrorOffset()
+                                  << ": " << json;
+  return d;
+}
+
+std::string str(const rapidjson::Value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
+
+TEST(TraceBuffer, NamesRoundTripThroughTheJson) {
+  TraceBuffer tb(16);
+  uint32_t lane = tb.lane(kAwkward);
+  auto x = rec(kAwkward, "alice", 2500);
+  x.cat = kAwkward;
+  x.tid = lane;
+  tb.add(x);
+  rapidjson::Document d = parse_strict(tb.render_json(100, "alice", false));
+  ASSERT_FALSE(d.HasParseError());
+  const auto& evs = d["traceEvents"].GetArray();
+  bool lane_seen = false, span_seen = false;
+  for (const auto& e : evs) {
+    if (str(e["name"]) == "thread_name" && e["tid"].GetUint() == lane) {
+      EXPECT_EQ(str(e["args"]["name"]), kAwkward + " #" + std::to_string(lane));
+      lane_seen = true;
+    }
+    if (str(e["ph"]) == "X") {
+      EXPECT_EQ(str(e["name"]), kAwkward);
+      EXPECT_EQ(str(e["cat"]), kAwkward);
+      span_seen = true;
+    }
+  }
+  EXPECT_TRUE(lane_seen);
+  EXPECT_TRUE(span_seen);
+}
+
+TEST(TraceBuffer, OpArgsRoundTripThroughTheJson) {
+  auto t = std::make_shared<TraceTable>();
+  t->graph = kAwkward;
+  t->nodes.push_back({"add", kAwkward, "add", {"float32[2]"}, {kAwkward}});
+  TraceEvent op;
+  op.kind = TraceKind::kOp;
+  op.job = 3;
+  op.index = 0;
+  TraceRecord r = TraceBuffer::to_record(op, t.get());
+  rapidjson::Document a = parse_strict(r.args);
+  ASSERT_FALSE(a.HasParseError());
+  EXPECT_EQ(str(a["node"]), kAwkward);
+  EXPECT_EQ(str(a["graph"]), kAwkward);
+  EXPECT_EQ(str(a["job"]), "job-3");
+  EXPECT_EQ(str(a["outputs"][0]), kAwkward);
+
+  TraceEvent req;
+  req.kind = TraceKind::kRequest;
+  TraceRecord q = TraceBuffer::to_record(req, nullptr, TraceBuffer::Strings{{}, kAwkward, kAwkward, {}, {}});
+  rapidjson::Document qa = parse_strict(q.args);
+  ASSERT_FALSE(qa.HasParseError());
+  EXPECT_EQ(str(qa["request_id"]), kAwkward);
+  EXPECT_EQ(str(qa["jobs"]), kAwkward);
+}
+
+TEST(TraceBuffer, InvalidUtf8BecomesQuestionMarks) {
+  TraceBuffer tb(4);
+  auto x = rec("bad \xff\xc3 end", "alice");
+  tb.add(x);
+  rapidjson::Document d = parse_strict(tb.render_json(100, "alice", false));
+  ASSERT_FALSE(d.HasParseError());
+  bool seen = false;
+  for (const auto& e : d["traceEvents"].GetArray()) {
+    if (str(e["ph"]) == "X") {
+      EXPECT_EQ(str(e["name"]), "bad ?? end");
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
 }
 
 }  // namespace

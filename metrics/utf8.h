@@ -1,0 +1,21 @@
+// Text that came from outside (a client's header, a program's node id, a
+// config file) on its way into JSON: RapidJSON's writer copies a string's
+// bytes as they are, so invalid UTF-8 in would be invalid JSON out. The one
+// implementation behind api/'s error replies and the trace writer, which
+// sits below api/ in the link order.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tensord {
+
+// True when `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+
+// `s` with every byte that is not part of a well-formed UTF-8 sequence
+// replaced by '?'; well-formed text (ASCII or not) is returned unchanged.
+std::string valid_utf8(std::string_view s);
+
+}  // namespace tensord

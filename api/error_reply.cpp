@@ -1,6 +1,7 @@
 #include "api/error_reply.h"
 
-#include "metrics/json_escape.h"
+#include "api/json_writer.h"
+#include "metrics/utf8.h"
 
 namespace tensord {
 
@@ -41,35 +42,77 @@ int http_status(ErrorCode code) {
   return 500;
 }
 
-std::string json_quote(const std::string& s) {
-  return '"' + json_escape(s) + '"';
+namespace {
+
+// Messages may echo user input: keep them bounded and valid UTF-8 (a cut
+// through a multi-byte character leaves a '?').
+std::string clip(const std::string& s) {
+  constexpr size_t kMax = 2048;
+  return s.size() > kMax ? valid_utf8(std::string_view(s).substr(0, kMax)) + "..." : valid_utf8(s);
 }
 
-namespace {
-// Messages may echo user input: keep them bounded and valid UTF-8-ish.
-std::string clip(const std::string& s) {
-  std::string out = s.size() > 2048 ? s.substr(0, 2048) + "..." : s;
-  for (auto& c : out) {
-    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
-  }
-  return out;
-}
+const std::string kFallbackBody = error_json("internal", "internal error", "", std::nullopt);
+
 }  // namespace
+
+std::string error_json(std::string_view code, const std::string& message, const std::string& node,
+                       std::optional<std::string_view> request_id) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("error");
+  w.StartObject();
+  w.Key("code");
+  write_string(w, code);
+  w.Key("message");
+  write_string(w, clip(message));
+  if (!node.empty()) {
+    w.Key("node");
+    write_string(w, clip(node));
+  }
+  if (request_id) {
+    w.Key("request_id");
+    write_string(w, valid_utf8(*request_id));
+  }
+  w.EndObject();
+  w.EndObject();
+  return json_text(sb);
+}
 
 HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s) {
   HttpResponse r;
   r.status = http_status(e.code());
-  std::string body = "{\"error\":{\"code\":";
-  body += json_quote(std::string(error_code_name(e.code())));
-  body += ",\"message\":" + json_quote(clip(e.message()));
-  if (!e.node().empty()) body += ",\"node\":" + json_quote(clip(e.node()));
-  body += ",\"request_id\":" + json_quote(request_id) + "}}";
-  r.body = std::move(body);
+  r.body = error_json(error_code_name(e.code()), e.message(), e.node(), request_id);
   if (r.status == 429 || r.status == 503) {  // 503: draining or not ready; a retry elsewhere or later works
     int ra = retry_after_s > 0 ? retry_after_s : e.retry_after_s();
     r.headers.emplace_back("Retry-After", std::to_string(ra < 1 ? 1 : ra));
   }
   if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"tensord\"");
+  return r;
+}
+
+HttpResponse method_not_allowed_reply(const std::string& message, const std::string& allowed,
+                                      const std::string& request_id) {
+  HttpResponse r;
+  r.status = 405;
+  r.headers.emplace_back("Allow", allowed);
+  r.body = error_json("method_not_allowed", message, "", request_id);
+  return r;
+}
+
+HttpResponse upgrade_required_reply(const std::string& message, const std::string& protocol,
+                                    const std::string& request_id) {
+  HttpResponse r;
+  r.status = 426;
+  r.headers.emplace_back("Upgrade", protocol);
+  r.body = error_json(error_code_name(ErrorCode::kBadRequest), message, "", request_id);
+  return r;
+}
+
+HttpResponse fallback_error_reply() {
+  HttpResponse r;
+  r.status = 500;
+  r.body = kFallbackBody;
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include "api/json_parse.h"
 #include "api/json_tensor.h"
 #include "api/sha256.h"
+#include "metrics/utf8.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -316,11 +317,11 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
     w.StartObject();
     w.Key("code");
     w.String(std::string(error_code_name(e->code())));
-    w.Key("message");
-    w.String(e->message());
+    w.Key("message");  // may echo the request: valid UTF-8 for the writer
+    w.String(valid_utf8(e->message()));
     if (!e->node().empty()) {
       w.Key("node");
-      w.String(e->node());
+      w.String(valid_utf8(e->node()));
     }
     w.EndObject();
   }

@@ -79,10 +79,7 @@ HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
   try {
     return error_reply(e, request_id);
   } catch (...) {
-    HttpResponse r;
-    r.status = 500;
-    r.body = "{\"error\":{\"code\":\"internal\",\"message\":\"internal error\"}}";
-    return r;
+    return fallback_error_reply();
   }
 }
 

@@ -190,21 +190,12 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
   if (path_match == nullptr) {
     throw Error(ErrorCode::kNotFound, "no route for " + printable(req.method, 16) + " " + printable(req.path));
   }
-  // API.md section 2 has no code for a wrong method on a known path. We answer
-  // with the HTTP status (405 + Allow, RFC 9110 15.5.6) and the error body shape
-  // of API.md section 2 with the code "method_not_allowed", built here rather
-  // than in api/error_reply because no ErrorCode maps to it.
   req.route = path_match->route_template;
   std::string allowed;
   for (const auto& m : allow) allowed += (allowed.empty() ? "" : ", ") + m;
-  HttpResponse res;
-  res.status = 405;
-  res.headers.emplace_back("Allow", allowed);
-  res.body = "{\"error\":{\"code\":\"method_not_allowed\",\"message\":" +
-             json_quote("method " + printable(req.method, 16) + " not allowed on " + path_match->route_template +
-                        "; allowed: " + allowed) +
-             ",\"request_id\":" + json_quote(req.request_id) + "}}";
-  return res;
+  return method_not_allowed_reply(
+      "method " + printable(req.method, 16) + " not allowed on " + path_match->route_template + "; allowed: " + allowed,
+      allowed, req.request_id);
 }
 
 }  // namespace tensord

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/error_reply.h"
 #include "metrics/trace_buffer.h"
 #include "ops/error.h"
 #include "scheduler/tenant_registry.h"
@@ -37,11 +38,8 @@ void add_observability_routes(Router& r, AppContext& app) {
   // Reached only without an Upgrade: websocket header (the session upgrades those).
   r.add("GET", "/v1/stream", [&app](HttpRequest& req) {
     authenticate(req, *app.tenants);
-    HttpResponse res = json_response(426,
-                                     "{\"error\":{\"code\":\"bad_request\",\"message\":\"GET /v1/stream is a "
-                                     "WebSocket: send Upgrade: websocket\"}}");
-    res.headers.emplace_back("Upgrade", "websocket");
-    return res;
+    return upgrade_required_reply("GET /v1/stream is a WebSocket: send Upgrade: websocket", "websocket",
+                                  req.request_id);
   });
 }
 

@@ -1,0 +1,32 @@
+// The one JSON writer of api/'s encoders: RapidJSON's Writer into a
+// StringBuffer (compact, strings escaped), with helpers for the string
+// types the encoders hold.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace tensord {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+inline void write_key(JsonWriter& w, std::string_view k) {
+  w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+}
+
+// Text the writer copies as it is: it must be valid UTF-8 (what parsed
+// JSON, the registry and the config give). Text that may not be (an error
+// message echoing input) goes through valid_utf8 (metrics/utf8.h) first.
+inline void write_string(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+// What the writer wrote.
+inline std::string json_text(const rapidjson::StringBuffer& sb) {
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace tensord

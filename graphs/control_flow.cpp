@@ -146,7 +146,7 @@ const OpDef* control_flow_op_def(const std::string& op) {
       ps.name = "operands";
       ps.kind = ParamKind::kTensorList;
       d.params.push_back(ps);
-      d.dtypes = "all";
+      d.dtypes = dtypes_all();
       m.emplace(n, std::move(d));
     }
     return m;

@@ -1,5 +1,5 @@
 // The op registry: one OpDef per op with its schema (params, kwargs with
-// defaults), dtype rule, shape-inference function and per-backend kernels.
+// defaults), accepted dtypes, shape-inference function and per-backend kernels.
 // GET /v1/ops publishes it. Registration happens once at start
 // (register_all_ops); afterwards the registry is read-only and thread-safe.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include "ops/attr.h"
 #include "ops/device.h"
+#include "ops/dtype_list.h"
 #include "ops/tensor.h"
 #include "streams/stream.h"
 
@@ -135,8 +136,15 @@ class OpDef {
   std::string doc;  // one line
   std::vector<ParamSpec> params;
   std::vector<std::string> outputs;  // names of results, e.g. {"eigenvalues", "eigenvectors"}
-  std::string dtypes;                // the dtype rule in words: "all", "floating and complex", ...
-  int mutates = -1;                  // index of a param written in place, or -1
+  // The dtypes the op accepts, in DType order (ops/dtype_list.h): those of
+  // its tensor operands when they share that one dtype (a creation op: its
+  // dtype=), operands with a fixed dtype of their own aside (where's
+  // condition, mx.dequantize's scale). GET /v1/ops lists their names.
+  DTypeList dtypes;
+  // What the list does not say, in words: how the result's dtype follows
+  // ("promoted", "-> bool"), operands with their own rule. Often empty.
+  std::string dtype_note;
+  int mutates = -1;  // index of a param written in place, or -1
   // The CPU kernel is one elementwise-engine loop whose arguments depend on
   // metas, attrs, constants and buffer addresses only: a graph replay may
   // record it and call the loop directly (ops/recorded_block.h).

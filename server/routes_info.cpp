@@ -108,7 +108,11 @@ std::string ops_json(const AppContext& app) {
     w.Key("doc");
     w.String(op->doc);
     w.Key("dtypes");
-    w.String(op->dtypes);
+    w.StartArray();
+    for (DType t : op->dtypes) w.String(std::string(dtype_name(t)));
+    w.EndArray();
+    w.Key("dtype_note");
+    w.String(op->dtype_note);
     w.Key("params");
     w.StartArray();
     for (const auto& p : op->params) {

@@ -330,7 +330,7 @@ void add_full(OpRegistry& r) {
   op.doc = "A tensor of shape `size` filled with fill_value; dtype None infers bool/int64/float32 from the value.";
   op.params = {size_param(), ParamSpec{"fill_value", ParamKind::kFloat, Attr(), false, false}, dtype_kwarg(Attr())};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   auto dtype_of = [](const std::vector<Attr>& a) {
     if (a[1].is_none()) throw Error(ErrorCode::kInvalidArgument, "full: fill_value is required");
     if (!a[1].is_number()) throw Error(ErrorCode::kInvalidArgument, "full: fill_value must be a number or bool");
@@ -360,7 +360,7 @@ void add_constant(OpRegistry& r, const char* name, double value) {
   op.doc = value == 0 ? "A tensor of shape `size` filled with zeros." : "A tensor of shape `size` filled with ones.";
   op.params = {size_param(), dtype_kwarg(Attr("float32"))};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   std::string n = name;
   op.infer = [n](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{{a.attr(1).to_dtype((n + ": dtype").c_str()), size_of(a.attr(0), n.c_str())}};
@@ -385,7 +385,7 @@ void add_arange(OpRegistry& r) {
                ParamSpec{"end", ParamKind::kFloat, Attr(), true, false},
                ParamSpec{"step", ParamKind::kFloat, Attr(int64_t{1}), false, false}, dtype_kwarg(Attr())};
   op.outputs = {"out"};
-  op.dtypes = "integer and floating (not bool, complex or float8)";
+  op.dtypes = dtypes_join({dtypes_integral(), dtypes_floating()});
   op.infer = [](const OpArgs<TensorMeta>& a) {
     ArangePlan p = arange_plan(a.attr(0), a.attr(1), a.attr(2), a.attr(3));
     return std::vector<TensorMeta>{{p.dtype, Shape{p.n}}};
@@ -407,7 +407,7 @@ void add_random(OpRegistry& r, const char* name, Dist dist) {
                : "Standard normal random values; deterministic given `seed` (Philox4x32-10 + Box-Muller).";
   op.params = {size_param(), dtype_kwarg(Attr("float32")), ParamSpec{"seed", ParamKind::kInt, Attr(), true, true}};
   op.outputs = {"out"};
-  op.dtypes = "float16, bfloat16, float32, float64, complex64, complex128";
+  op.dtypes = dtypes_join({dtypes_floating(), dtypes_complex()});
   std::string n = name;
   auto dtype_of = [n](const Attr& a) {
     DType t = a.to_dtype((n + ": dtype").c_str());

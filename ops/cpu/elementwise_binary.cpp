@@ -74,7 +74,8 @@ OpDef make_add_sub() {
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("other", ParamKind::kScalarOrTensor),
               ew_param("alpha", ParamKind::kFloat, Attr(int64_t{1}), false, true)};
   d.outputs = {"out"};
-  d.dtypes = kSub ? "all but bool (promoted)" : "all (promoted)";
+  d.dtypes = kSub ? dtypes_without(dtypes_all(), {DType::kBool}) : dtypes_all();
+  d.dtype_note = "promoted";
   auto plan = [name](const TensorMeta& a, const TensorMeta& b, const Attr& alpha) {
     if (kSub && (a.dtype == DType::kBool || b.dtype == DType::kBool)) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -115,14 +116,14 @@ OpDef make_add_sub() {
 // ---- mul / maximum / minimum: same-dtype result, no extra params ----
 
 template <template <class> class Op>
-OpDef make_simple_binary(const char* name, const char* doc, const char* dtypes, bool allow_complex,
-                         bool keep_scalar_precision) {
+OpDef make_simple_binary(const char* name, const char* doc, bool allow_complex, bool keep_scalar_precision) {
   OpDef d;
   d.name = name;
   d.doc = doc;
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("other", ParamKind::kScalarOrTensor)};
   d.outputs = {"out"};
-  d.dtypes = dtypes;
+  d.dtypes = allow_complex ? dtypes_all() : dtypes_without(dtypes_all(), dtypes_complex());
+  d.dtype_note = "promoted";
   auto plan = [name, allow_complex](const TensorMeta& a, const TensorMeta& b) {
     BinaryPlan p = plan_binary(name, a, b);
     if (!allow_complex && is_complex(p.common)) unsupported_dtype(name, p.common);
@@ -185,7 +186,8 @@ OpDef make_div() {
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("other", ParamKind::kScalarOrTensor),
               ew_param("rounding_mode", ParamKind::kString, {}, true, true)};
   d.outputs = {"out"};
-  d.dtypes = "all (integers promote to float32 without rounding_mode; trunc/floor: real, no bool)";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "promoted; bool and integers to float32 without rounding_mode; trunc and floor: no bool or complex";
   auto plan = [](const TensorMeta& a, const TensorMeta& b, const Attr& mode) {
     BinaryPlan p = plan_binary("div", a, b);
     p.common = div_dtype(p.common, rounding_mode(mode));
@@ -274,7 +276,8 @@ OpDef make_pow() {
   d.doc = "input ** exponent, broadcasting";
   d.params = {ew_param("input", ParamKind::kScalarOrTensor), ew_param("exponent", ParamKind::kScalarOrTensor)};
   d.outputs = {"out"};
-  d.dtypes = "all but bool (promoted)";
+  d.dtypes = dtypes_without(dtypes_all(), {DType::kBool});
+  d.dtype_note = "promoted";
   auto plan = [](const TensorMeta& a, const TensorMeta& b) {
     BinaryPlan p = plan_binary("pow", a, b);
     if (p.common == DType::kBool) unsupported_dtype("pow", p.common);
@@ -307,13 +310,13 @@ OpDef make_pow() {
 void register_elementwise_binary_ops(OpRegistry& r) {
   r.add(make_add_sub<false>());
   r.add(make_add_sub<true>());
-  r.add(make_simple_binary<kernels::MulOp>("mul", "input * other, broadcasting", "all (promoted)", true, true));
+  r.add(make_simple_binary<kernels::MulOp>("mul", "input * other, broadcasting", true, true));
   r.add(make_div());
   r.add(make_pow());
-  r.add(make_simple_binary<kernels::MaximumOp>("maximum", "elementwise max, NaN-propagating, broadcasting",
-                                               "all but complex (promoted)", false, false));
-  r.add(make_simple_binary<kernels::MinimumOp>("minimum", "elementwise min, NaN-propagating, broadcasting",
-                                               "all but complex (promoted)", false, false));
+  r.add(make_simple_binary<kernels::MaximumOp>("maximum", "elementwise max, NaN-propagating, broadcasting", false,
+                                               false));
+  r.add(make_simple_binary<kernels::MinimumOp>("minimum", "elementwise min, NaN-propagating, broadcasting", false,
+                                               false));
 }
 
 }  // namespace tensord::cpu

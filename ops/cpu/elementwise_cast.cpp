@@ -17,7 +17,8 @@ OpDef make_to() {
               ew_param("non_blocking", ParamKind::kBool, Attr(false), false, true),
               ew_param("copy", ParamKind::kBool, Attr(false), false, true)};
   d.outputs = {"out"};
-  d.dtypes = "all -> all";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "to any dtype";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(a.attr(1).to_dtype("to: dtype"), a.tensor(0).shape)};
   };
@@ -51,7 +52,8 @@ OpDef make_copy() {
   d.params = {ew_param("self", ParamKind::kTensor), ew_param("src", ParamKind::kScalarOrTensor),
               ew_param("non_blocking", ParamKind::kBool, Attr(false), false, false)};
   d.outputs = {"self"};
-  d.dtypes = "all -> self's dtype";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "src converted to self's dtype";
   d.mutates = 0;
   d.infer = [](const OpArgs<TensorMeta>& a) {
     check_copy_shapes(a.tensor(0), a.tensor(1));

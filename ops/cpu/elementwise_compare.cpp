@@ -19,8 +19,8 @@ OpDef make_compare(const char* name, const char* doc, bool allow_complex) {
   d.doc = doc;
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("other", ParamKind::kScalarOrTensor)};
   d.outputs = {"out"};
-  d.dtypes = allow_complex ? "all (compared in the promoted dtype) -> bool"
-                           : "all but complex (compared in the promoted dtype) -> bool";
+  d.dtypes = allow_complex ? dtypes_all() : dtypes_without(dtypes_all(), dtypes_complex());
+  d.dtype_note = "compared in the promoted dtype; -> bool";
   auto plan = [name, allow_complex](const TensorMeta& a, const TensorMeta& b) {
     Shape s = broadcast_shapes(a.shape, b.shape, name);
     DType common = result_type(a, b);
@@ -50,7 +50,8 @@ OpDef make_logical(const char* name, const char* doc) {
   d.doc = doc;
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("other", ParamKind::kScalarOrTensor)};
   d.outputs = {"out"};
-  d.dtypes = "all (nonzero is true) -> bool";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "nonzero is true; -> bool";
   d.infer = [name](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(DType::kBool, broadcast_shapes(a.tensor(0).shape, a.tensor(1).shape, name))};
   };
@@ -85,7 +86,8 @@ OpDef make_where() {
   d.params = {ew_param("condition", ParamKind::kTensor), ew_param("input", ParamKind::kScalarOrTensor),
               ew_param("other", ParamKind::kScalarOrTensor)};
   d.outputs = {"out"};
-  d.dtypes = "condition bool; input/other all (promoted)";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "condition bool; input and other promoted";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     WherePlan p = plan_where(a.tensor(0), a.tensor(1), a.tensor(2));
     return std::vector<TensorMeta>{ew_meta(p.dtype, p.shape)};

@@ -53,14 +53,17 @@ void bulk_f32_block(const void*, void* out, const void* const* in, const int64_t
 // Unary op; float32 compute (float32, float16, bfloat16, float8 results)
 // goes through `f32` when given.
 template <template <class> class Op>
-OpDef make_unary(const char* name, const char* doc, const char* dtypes, UnaryDtypes r, int64_t grain,
+OpDef make_unary(const char* name, const char* doc, const char* dtype_note, UnaryDtypes r, int64_t grain,
                  EwBlockFn f32 = nullptr) {
   OpDef d;
   d.name = name;
   d.doc = doc;
   d.params = {ew_param("input", ParamKind::kTensor)};
   d.outputs = {"out"};
-  d.dtypes = dtypes;
+  d.dtypes = dtypes_all();
+  if (!r.allow_bool) d.dtypes = dtypes_without(d.dtypes, {DType::kBool});
+  if (!r.allow_complex) d.dtypes = dtypes_without(d.dtypes, dtypes_complex());
+  d.dtype_note = dtype_note;
   d.infer = [name, r](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(unary_dtype(name, a.tensor(0).dtype, r), a.tensor(0).shape)};
   };
@@ -85,7 +88,8 @@ OpDef make_abs() {
   d.doc = "|input|; complex inputs give their real dtype";
   d.params = {ew_param("input", ParamKind::kTensor)};
   d.outputs = {"out"};
-  d.dtypes = "all (complex -> real)";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "complex -> its real dtype";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(to_real(a.tensor(0).dtype), a.tensor(0).shape)};
   };
@@ -116,7 +120,8 @@ OpDef make_logical_not() {
   d.doc = "!input (nonzero is true)";
   d.params = {ew_param("input", ParamKind::kTensor)};
   d.outputs = {"out"};
-  d.dtypes = "all -> bool";
+  d.dtypes = dtypes_all();
+  d.dtype_note = "nonzero is true; -> bool";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{ew_meta(DType::kBool, a.tensor(0).shape)};
   };
@@ -167,7 +172,8 @@ OpDef make_clamp() {
   d.params = {ew_param("input", ParamKind::kTensor), ew_param("min", ParamKind::kScalarOrTensor, {}, true),
               ew_param("max", ParamKind::kScalarOrTensor, {}, true)};
   d.outputs = {"out"};
-  d.dtypes = "integer and floating (promoted with min/max)";
+  d.dtypes = dtypes_without(dtypes_all(), dtypes_join({{DType::kBool}, dtypes_complex()}));
+  d.dtype_note = "promoted with min and max";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     ClampPlan p = plan_clamp(a.tensor(0), opt_arg(a, 1), opt_arg(a, 2));
     return std::vector<TensorMeta>{ew_meta(p.dtype, p.shape)};
@@ -201,20 +207,19 @@ OpDef make_clamp() {
 
 void register_elementwise_unary_ops(OpRegistry& r) {
   const UnaryDtypes floating{UnaryRule::kFloating, true, true};
-  const char* kFloatingDoc = "floating and complex (integers and bool promote to float32)";
-  r.add(make_unary<kernels::NegOp>("neg", "-input", "all but bool", {UnaryRule::kSame, false, true}, kEwGrain));
+  const char* kFloatingNote = "bool and integers promote to float32";
+  r.add(make_unary<kernels::NegOp>("neg", "-input", "", {UnaryRule::kSame, false, true}, kEwGrain));
   r.add(make_abs());
-  r.add(make_unary<kernels::ExpOp>("exp", "e ** input", kFloatingDoc, floating, kEwGrainHeavy,
+  r.add(make_unary<kernels::ExpOp>("exp", "e ** input", kFloatingNote, floating, kEwGrainHeavy,
                                    &bulk_f32_block<&exp_f32_n>));
-  r.add(make_unary<kernels::LogOp>("log", "natural logarithm", kFloatingDoc, floating, kEwGrainHeavy));
-  r.add(make_unary<kernels::SqrtOp>("sqrt", "square root", kFloatingDoc, floating, kEwGrainHeavy));
-  r.add(make_unary<kernels::RsqrtOp>("rsqrt", "1 / sqrt(input)", kFloatingDoc, floating, kEwGrainHeavy));
-  r.add(make_unary<kernels::SigmoidOp>("sigmoid", "1 / (1 + exp(-input))", kFloatingDoc, floating, kEwGrainHeavy,
+  r.add(make_unary<kernels::LogOp>("log", "natural logarithm", kFloatingNote, floating, kEwGrainHeavy));
+  r.add(make_unary<kernels::SqrtOp>("sqrt", "square root", kFloatingNote, floating, kEwGrainHeavy));
+  r.add(make_unary<kernels::RsqrtOp>("rsqrt", "1 / sqrt(input)", kFloatingNote, floating, kEwGrainHeavy));
+  r.add(make_unary<kernels::SigmoidOp>("sigmoid", "1 / (1 + exp(-input))", kFloatingNote, floating, kEwGrainHeavy,
                                        &bulk_f32_block<&sigmoid_f32_n>));
-  r.add(make_unary<kernels::TanhOp>("tanh", "hyperbolic tangent", kFloatingDoc, floating, kEwGrainHeavy,
+  r.add(make_unary<kernels::TanhOp>("tanh", "hyperbolic tangent", kFloatingNote, floating, kEwGrainHeavy,
                                     &bulk_f32_block<&tanh_f32_n>));
-  r.add(make_unary<kernels::ReluOp>("relu", "max(input, 0)", "integer and floating", {UnaryRule::kSame, false, false},
-                                    kEwGrain));
+  r.add(make_unary<kernels::ReluOp>("relu", "max(input, 0)", "", {UnaryRule::kSame, false, false}, kEwGrain));
   r.add(make_logical_not());
   r.add(make_clamp());
 }

@@ -31,7 +31,8 @@ void add_matmul(OpRegistry& r) {
   op.doc = "Matrix product with torch.matmul's rules: dot, matrix-vector, and batched with broadcast batch dims.";
   op.params = {tensor_param("input"), tensor_param("other")};
   op.outputs = {"out"};
-  op.dtypes = "float16, bfloat16, float32, float64, complex64, complex128, integers (both operands the same)";
+  op.dtypes = dtypes_join({dtypes_integral(), dtypes_floating(), dtypes_complex()});
+  op.dtype_note = "integer operands of one dtype";
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
     const TensorMeta& y = a.tensor(1);
@@ -86,7 +87,8 @@ void add_eigh(OpRegistry& r, bool vectors) {
   op.params = {tensor_param("A"), ParamSpec{"UPLO", ParamKind::kString, Attr("L"), false, false}};
   op.outputs =
       vectors ? std::vector<std::string>{"eigenvalues", "eigenvectors"} : std::vector<std::string>{"eigenvalues"};
-  op.dtypes = "float32, float64, complex64, complex128 (eigenvalues real)";
+  op.dtypes = {DType::kFloat32, DType::kFloat64, DType::kComplex64, DType::kComplex128};
+  op.dtype_note = "eigenvalues real";
   op.infer = [name, vectors](const OpArgs<TensorMeta>& a) {
     uplo_of(a.attr(1), name);
     auto metas = eigh_metas(a.tensor(0), name);

@@ -129,7 +129,8 @@ void add_quantize(OpRegistry& r) {
                ParamSpec{"axis", ParamKind::kInt, Attr(-1), false, false},
                ParamSpec{"scale_rounding", ParamKind::kString, Attr("floor"), false, false}};
   op.outputs = {"elements", "scale"};
-  op.dtypes = "float32, float16, bfloat16 -> uint8 elements, float8_e8m0fnu scale";
+  op.dtypes = {DType::kFloat16, DType::kBFloat16, DType::kFloat32};
+  op.dtype_note = "-> uint8 elements, float8_e8m0fnu scale";
   op.infer = [](const OpArgs<TensorMeta>& a) {
     QuantizePlan p = plan_quantize(a.tensor(0), a);
     return std::vector<TensorMeta>{p.elements, p.scale};
@@ -207,7 +208,8 @@ void add_dequantize(OpRegistry& r) {
                ParamSpec{"axis", ParamKind::kInt, Attr(-1), false, true},
                ParamSpec{"block_size", ParamKind::kInt, Attr(), true, true}};
   op.outputs = {"out"};
-  op.dtypes = "uint8 elements, float8_e8m0fnu scale -> float32";
+  op.dtypes = {DType::kUInt8};
+  op.dtype_note = "elements uint8, scale float8_e8m0fnu; -> float32";
   op.infer = [](const OpArgs<TensorMeta>& a) {
     return std::vector<TensorMeta>{plan_dequantize(a.tensor(0), a.tensor(1), a).out};
   };

@@ -454,7 +454,8 @@ void add_optimizer(OpRegistry& r, const char* name, Kind kind, std::string doc, 
     op.params.push_back(kw_opt("grad_scale", ParamKind::kTensor));
     op.params.push_back(kw_opt("found_inf", ParamKind::kTensor));
   }
-  op.dtypes = "float32, float64, bfloat16, float16 (math in float32; float64 in float64); grads as their params";
+  op.dtypes = dtypes_floating();
+  op.dtype_note = "math in float32 (float64 in float64); grads as their params";
   op.mutates = -1;  // writes go through the job's StoredIO (params and state)
   op.infer = [kind](const OpArgs<TensorMeta>& a) {
     check_all(a, kind, nullptr);

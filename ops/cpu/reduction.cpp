@@ -114,7 +114,8 @@ OpDef make_sum_mean(bool mean) {
               reduce_param("keepdim", ParamKind::kBool, Attr(false)),
               reduce_param("dtype", ParamKind::kDType, {}, true, true)};
   d.outputs = {"out"};
-  d.dtypes = mean ? "floating and complex (or dtype=)" : "all (bool and integers sum to int64)";
+  d.dtypes = mean ? dtypes_join({dtypes_floating(), dtypes_float8(), dtypes_complex()}) : dtypes_all();
+  d.dtype_note = mean ? "bool and integers with a floating dtype=" : "bool and integers sum to int64";
   auto out_dtype = [mean](DType in, const Attr& dt) { return mean ? mean_dtype(in, dt) : sum_dtype(in, dt); };
   d.infer = [name, out_dtype](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
@@ -146,7 +147,7 @@ OpDef make_amax_amin() {
               reduce_param("dim", ParamKind::kIntList, Attr(std::vector<int64_t>{})),
               reduce_param("keepdim", ParamKind::kBool, Attr(false))};
   d.outputs = {"out"};
-  d.dtypes = "all but complex";
+  d.dtypes = dtypes_without(dtypes_all(), dtypes_complex());
   auto plan = [name](const TensorMeta& x, const Attr& dim, const Attr& keepdim) {
     if (is_complex(x.dtype)) reduce_invalid(std::string(name) + ": complex inputs are not supported");
     ReducePlan p = plan_reduce(name, x.shape, dim, keepdim_of(keepdim));

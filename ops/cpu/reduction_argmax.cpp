@@ -116,7 +116,8 @@ OpDef make_argmax() {
   d.params = {reduce_param("input", ParamKind::kTensor), reduce_param("dim", ParamKind::kInt, {}, true),
               reduce_param("keepdim", ParamKind::kBool, Attr(false))};
   d.outputs = {"out"};
-  d.dtypes = "all but complex -> int64";
+  d.dtypes = dtypes_without(dtypes_all(), dtypes_complex());
+  d.dtype_note = "-> int64";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     ArgPlan p = plan_argmax(a.tensor(0), a.attr(1), keepdim_of(a.attr(2)));
     return std::vector<TensorMeta>{reduce_meta(DType::kInt64, p.out_shape)};

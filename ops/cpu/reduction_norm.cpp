@@ -124,7 +124,8 @@ OpDef make_norm() {
               reduce_param("keepdim", ParamKind::kBool, Attr(false)),
               reduce_param("dtype", ParamKind::kDType, {}, true, true)};
   d.outputs = {"out"};
-  d.dtypes = "floating and complex (complex -> real)";
+  d.dtypes = dtypes_join({dtypes_floating(), dtypes_float8(), dtypes_complex()});
+  d.dtype_note = "complex -> its real dtype";
   d.infer = [](const OpArgs<TensorMeta>& a) {
     NormPlan n = plan_norm(a.tensor(0), a.attr(1), a.attr(2), a.attr(3), a.attr(4));
     return std::vector<TensorMeta>{reduce_meta(n.out_dtype, n.reduce.out_shape)};

@@ -244,7 +244,7 @@ void add_reshape(OpRegistry& r) {
   op.doc = "Returns the input with a new shape of the same number of elements (one dim may be -1); a view, no copy.";
   op.params = {tensor_param("input"), attr_param("shape", ParamKind::kIntList)};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
     return std::vector<TensorMeta>{{x.dtype, reshape_shape(x.shape, a.attr(1).to_int_list("reshape: shape"))}};
@@ -262,7 +262,7 @@ void add_permute(OpRegistry& r) {
   op.doc = "Returns the input with its dims reordered: output dim i is input dim dims[i].";
   op.params = {tensor_param("input"), attr_param("dims", ParamKind::kIntList)};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
     auto perm = permute_dims(x.shape, a.attr(1).to_int_list("permute: dims"), "permute");
@@ -284,7 +284,7 @@ void add_transpose(OpRegistry& r) {
   op.doc = "Returns the input with dims dim0 and dim1 swapped.";
   op.params = {tensor_param("input"), attr_param("dim0", ParamKind::kInt), attr_param("dim1", ParamKind::kInt)};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   auto perm_of = [](const Shape& s, const std::vector<Attr>& attrs) {
     const auto rank = static_cast<int64_t>(s.size());
     int64_t d0 = wrap_dim(attrs[1].to_int("transpose: dim0"), rank, "transpose");
@@ -311,7 +311,8 @@ void add_cat(OpRegistry& r) {
   op.params = {ParamSpec{"tensors", ParamKind::kTensorList, Attr(), false, false},
                attr_param("dim", ParamKind::kInt, Attr(0))};
   op.outputs = {"out"};
-  op.dtypes = "all (promoted)";
+  op.dtypes = dtypes_all();
+  op.dtype_note = "promoted";
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const auto& in = a.list(0);
     CatPlan p = cat_plan(in, meta_shapes(in), a.attr(1).to_int("cat: dim"), "cat");
@@ -333,7 +334,8 @@ void add_stack(OpRegistry& r) {
   op.params = {ParamSpec{"tensors", ParamKind::kTensorList, Attr(), false, false},
                attr_param("dim", ParamKind::kInt, Attr(0))};
   op.outputs = {"out"};
-  op.dtypes = "all (promoted)";
+  op.dtypes = dtypes_all();
+  op.dtype_note = "promoted";
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const auto& in = a.list(0);
     const int64_t dim = a.attr(1).to_int("stack: dim");
@@ -358,7 +360,7 @@ void add_getitem(OpRegistry& r) {
       "(ints select, start:stop:step slices with step > 0, ... and None), or an int / int list.";
   op.params = {tensor_param("input"), attr_param("index", ParamKind::kString)};
   op.outputs = {"out"};
-  op.dtypes = "all";
+  op.dtypes = dtypes_all();
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
     IndexedView v = apply_index(index_from_attr(a.attr(1)), x.shape);

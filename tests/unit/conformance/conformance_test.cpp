@@ -278,6 +278,17 @@ TEST(ConformanceCoverage, CasesNameRegisteredOps) {
   }
 }
 
+// "Every dtype it accepts" is the op's published list (OpDef::dtypes, what
+// GET /v1/ops gives; tests/unit/ops/op_dtypes_test checks it against shape
+// inference): the cases run exactly those dtypes.
+TEST(ConformanceCoverage, CasesRunTheOpsPublishedDtypes) {
+  for (const OpCases& c : case_table().all()) {
+    const OpDef* op = OpRegistry::global().find(c.op);
+    if (!op) continue;  // CasesNameRegisteredOps says so
+    EXPECT_EQ(c.dtypes, DTypes(op->dtypes.begin(), op->dtypes.end())) << c.op;
+  }
+}
+
 TEST(ConformanceCoverage, CoveredElsewhereTestsNameTheirOps) {
   for (const CoveredElsewhere& c : covered_elsewhere()) {
     std::ifstream in(std::string(TENSORD_SOURCE_DIR) + "/" + c.test_file);

@@ -2,8 +2,10 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <mutex>
 #include <thread>
 
+#include "api/ops_json.h"
 #include "metrics/metrics.h"
 #include "ops/backend.h"
 #include "ops/error.h"
@@ -93,60 +95,12 @@ std::string info_json(const AppContext& app) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-std::string ops_json(const AppContext& app) {
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("ops");
-  w.StartArray();
-  for (const OpDef* op : OpRegistry::global().all()) {
-    w.StartObject();
-    w.Key("name");
-    w.String(op->name);
-    w.Key("signature");
-    w.String(op->signature());
-    w.Key("doc");
-    w.String(op->doc);
-    w.Key("dtypes");
-    w.StartArray();
-    for (DType t : op->dtypes) w.String(std::string(dtype_name(t)));
-    w.EndArray();
-    w.Key("dtype_note");
-    w.String(op->dtype_note);
-    w.Key("params");
-    w.StartArray();
-    for (const auto& p : op->params) {
-      w.StartObject();
-      w.Key("name");
-      w.String(p.name);
-      w.Key("type");
-      w.String(std::string(param_kind_name(p.kind)));
-      w.Key("required");
-      w.Bool(p.default_value.is_none() && !p.optional);
-      if (!p.default_value.is_none()) {
-        w.Key("default");
-        w.String(p.default_value.repr());
-      }
-      w.Key("kwarg_only");
-      w.Bool(p.kwarg_only);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("outputs");
-    w.StartArray();
-    for (const auto& o : op->outputs) w.String(o);
-    w.EndArray();
-    w.Key("in_place");
-    w.Bool(op->mutates >= 0);
-    w.Key("backends");
-    w.StartArray();
-    for (const auto& [b, k] : op->kernels) w.String(b);
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return std::string(sb.GetString(), sb.GetSize());
+// The registry's ops and the control-flow ops, which run on every backend.
+std::vector<OpListing> op_listings() {
+  std::vector<OpListing> ops;
+  for (const OpDef* op : OpRegistry::global().all()) ops.push_back(op_listing(*op));
+  for (const auto& cf : control_flow_op_specs()) ops.push_back(op_listing(cf, compiled_backends()));
+  return ops;
 }
 }  // namespace
 
@@ -172,7 +126,7 @@ void add_info_routes(Router& r, AppContext& app) {
   r.add("GET", "/v1/ops", [&app, ops](HttpRequest& req) {
     authenticate(req, *app.tenants);
     static std::once_flag once;
-    std::call_once(once, [&] { *ops = ops_json(app); });
+    std::call_once(once, [&] { *ops = ops_to_json(op_listings()); });
     return json_response(200, *ops);
   });
   r.add("GET", "/metrics", [](HttpRequest&) {

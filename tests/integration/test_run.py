@@ -304,6 +304,50 @@ def test_ops(client):
     assert "UPLO" in json.dumps(ops["linalg.eigh"])
 
 
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+          "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"]
+
+
+def test_ops_lists_control_flow_and_dtype_lists(client):
+    """Issue 13: /v1/ops lists the control-flow ops, and every op's dtypes
+    as a list of dtype names (not prose)."""
+    ops = _ops_by_name(client.ops())
+    subprograms = {"cond": ["then", "else"], "while_loop": ["cond", "body"], "scan": ["body"], "map": ["body"],
+                   "associative_scan": ["combine_fn"]}
+    for name, subs in subprograms.items():
+        assert name in ops, name
+        o = ops[name]
+        assert o["dtypes"] == DTYPES, (name, o["dtypes"])
+        assert o["subprograms"] == subs, (name, o)
+        assert o["signature"].startswith(name + "("), o
+        assert "cpu" in o["backends"], o
+    for name, o in ops.items():
+        assert isinstance(o["dtypes"], list) and o["dtypes"], (name, o["dtypes"])
+        assert all(d in DTYPES for d in o["dtypes"]), (name, o["dtypes"])
+        assert o["dtypes"] == [d for d in DTYPES if d in o["dtypes"]], (name, "in dtype order")
+    assert ops["linalg.eigh"]["dtypes"] == ["float32", "float64", "complex64", "complex128"]
+    assert "bool" not in ops["sub"]["dtypes"] and "complex64" in ops["sub"]["dtypes"]
+
+
+def test_ops_dtype_lists_say_what_runs(client):
+    """A dtype an op lists runs; one it leaves out is refused with 4xx."""
+    ops = _ops_by_name(client.ops())
+    x = np.array([[1, 2], [3, 4]])
+    for name in ("relu", "neg"):
+        for dt in ("int32", "float32"):
+            assert dt in ops[name]["dtypes"]
+            prog = {"inputs": {"x": {"dtype": dt, "shape": [2, 2]}},
+                    "nodes": [{"id": "n", "op": name, "args": ["x"], "outputs": ["y"]}], "outputs": ["y"]}
+            out = client.run(prog, inputs={"x": x.astype(dt)})
+            assert out["y"].shape == (2, 2)
+    assert "bool" not in ops["neg"]["dtypes"]
+    prog = {"inputs": {"x": {"dtype": "bool", "shape": [2]}},
+            "nodes": [{"id": "n", "op": "neg", "args": ["x"], "outputs": ["y"]}], "outputs": ["y"]}
+    with pytest.raises(tensord.TensordError) as e:
+        client.run(prog, inputs={"x": np.array([True, False])})
+    assert 400 <= e.value.status < 500
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v2/health/live", "/v2/health/ready"])
 def test_health(base_url, path):
     r = requests.get(base_url + path)

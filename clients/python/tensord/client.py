@@ -609,7 +609,11 @@ class Client:
     def info(self) -> Dict[str, Any]:
         return self._request("GET", "/v1/info").json()
 
-    def ops(self) -> Any:
+    def ops(self) -> Dict[str, Any]:
+        """``GET /v1/ops``: ``{"ops": [{"name", "signature", "doc", "dtypes", "dtype_note", "params", "outputs",
+        "in_place", "backends", "subprograms"}, ...]}``; ``dtypes`` lists dtype names, and the control-flow ops
+        (``cond``, ``while_loop``, ``scan``, ``map``, ``associative_scan``) are listed with their ``subprograms``.
+        """
         return self._request("GET", "/v1/ops").json()
 
     def health(self) -> bool:

@@ -295,6 +295,18 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+std::string job_accepted_to_json(const std::string& id) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("id");
+  w.String(id);
+  w.Key("state");
+  w.String("queued");
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 std::string job_status_to_json(const Job& job, bool use_b64) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);

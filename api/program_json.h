@@ -40,6 +40,9 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
 // object lists only names -> {dtype, shape} (the safetensors response form).
 std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64);
 
+// POST /v1/jobs' 202: {"id", "state": "queued"}.
+std::string job_accepted_to_json(const std::string& id);
+
 // GET /v1/jobs/{id}: {"id", "state", "tenant", "partition", "queue_ms",
 // "run_ms", "error"? {code, message, node}, "outputs"?, "job"?}. Outputs and
 // job details appear once the job succeeded.

@@ -1,10 +1,9 @@
 // /healthz /readyz /v2/health/* /v1/info /v1/ops /metrics
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
+#include <chrono>
 #include <mutex>
-#include <thread>
+#include <optional>
 
+#include "api/info_json.h"
 #include "api/ops_json.h"
 #include "metrics/metrics.h"
 #include "ops/backend.h"
@@ -17,82 +16,26 @@
 namespace tensord {
 
 namespace {
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
-std::string info_json(const AppContext& app) {
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
+ServerInfo server_info(const AppContext& app) {
   Backend& be = app.engine->backend();
-  w.StartObject();
-  w.Key("name");
-  w.String("tensord");
-  w.Key("version");
-  w.String(app.version);
-  w.Key("api");
-  w.String("v1");
-  w.Key("backend");
-  w.String(std::string(be.name()));
-  w.Key("compiled_backends");
-  w.StartArray();
-  for (const auto& b : compiled_backends()) w.String(b);
-  w.EndArray();
-  w.Key("libraries");
-  w.StartObject();
-  for (const auto& [k, v] : be.libraries()) {
-    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
-    w.String(v);
-  }
-  w.EndObject();
-  w.Key("devices");
-  w.StartArray();
-  for (const auto& d : app.engine->devices()) {
-    w.StartObject();
-    w.Key("device");
-    w.String(d.device.str());
-    w.Key("name");
-    w.String(d.name);
-    w.Key("total_memory");
-    w.Int64(d.total_memory);
-    w.Key("compute_units");
-    w.Int(d.compute_units);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("ranks");
-  w.Int(1);
-  w.Key("partitions");
-  w.StartArray();
+  ServerInfo info;
+  info.version = app.version;
+  info.backend = std::string(be.name());
+  info.compiled_backends = compiled_backends();
+  info.libraries = be.libraries();
+  info.devices = app.engine->devices();
   SchedulerStats stats = app.engine->stats();
   for (const auto& p : app.engine->config().partitions) {
-    w.StartObject();
-    w.Key("name");
-    w.String(p.name.c_str(), static_cast<rapidjson::SizeType>(p.name.size()));
-    w.Key("share");
-    w.Double(p.share);
-    w.Key("workqueue_limit");
-    w.Int(p.workqueue_limit);
+    ServerInfo::Partition part{p.name, p.share, p.workqueue_limit, std::nullopt};
     for (const auto& ps : stats.partitions) {
-      if (ps.name != p.name) continue;
-      w.Key("inflight");
-      w.Int(ps.inflight);
-      w.Key("queued");
-      w.Int64(ps.queued);
-      w.Key("threads");
-      w.Int(ps.threads);
-      w.Key("cpus");
-      w.StartArray();
-      for (int c : ps.cpus) w.Int(c);
-      w.EndArray();
+      if (ps.name == p.name) part.stats = ps;
     }
-    w.EndObject();
+    info.partitions.push_back(std::move(part));
   }
-  w.EndArray();
-  w.Key("max_body_bytes");
-  w.Uint64(app.max_body_bytes);
-  w.Key("uptime_s");
-  w.Double(std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count());
-  w.EndObject();
-  return std::string(sb.GetString(), sb.GetSize());
+  info.max_body_bytes = app.max_body_bytes;
+  info.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count();
+  return info;
 }
 
 // The registry's ops and the control-flow ops, which run on every backend.
@@ -102,14 +45,16 @@ std::vector<OpListing> op_listings() {
   for (const auto& cf : control_flow_op_specs()) ops.push_back(op_listing(cf, compiled_backends()));
   return ops;
 }
+
 }  // namespace
 
 void add_info_routes(Router& r, AppContext& app) {
-  auto live = [](HttpRequest&) { return json_response(200, "{\"status\":\"ok\"}"); };
-  auto ready = [&app](HttpRequest&) {
+  // Rendered once: /healthz answers at the rate of a static file server.
+  auto live = [body = health_to_json("ok")](HttpRequest&) { return json_response(200, body); };
+  auto ready = [&app, body = health_to_json("ready")](HttpRequest&) {
     if (app.draining && app.draining()) throw Error(ErrorCode::kUnavailable, "draining for shutdown");
     if (app.engine->devices().empty()) throw Error(ErrorCode::kUnavailable, "backend has no device");
-    return json_response(200, "{\"status\":\"ready\"}");
+    return json_response(200, body);
   };
   r.add("GET", "/healthz", live);
   r.add("GET", "/v2/health/live", live);
@@ -119,7 +64,7 @@ void add_info_routes(Router& r, AppContext& app) {
   // (partitions, cores, devices) is not for anonymous callers.
   r.add("GET", "/v1/info", [&app](HttpRequest& req) {
     authenticate(req, *app.tenants);
-    return json_response(200, info_json(app));
+    return json_response(200, server_info_to_json(server_info(app)));
   });
   // The op table never changes after start: render it once.
   auto ops = std::make_shared<std::string>();

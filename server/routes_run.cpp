@@ -98,7 +98,7 @@ void add_run_routes(Router& r, AppContext& app) {
     Tenant& tenant = authenticate(req, *app.tenants);
     std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
     app.jobs->add(job);
-    HttpResponse resp = json_response(202, "{\"id\":\"" + job->id() + "\",\"state\":\"queued\"}");
+    HttpResponse resp = json_response(202, job_accepted_to_json(job->id()));
     resp.headers.emplace_back("Location", "/v1/jobs/" + job->id());
     return resp;
   });

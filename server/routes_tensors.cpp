@@ -1,36 +1,18 @@
 // Stored tensors (API.md 3.3): PUT/GET/HEAD/DELETE /v1/tensors/{name},
 // GET /v1/tensors?prefix=, POST /v1/tensors:upload, POST /v1/checkpoint.
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include "api/checkpoint.h"
-#include "server/checkpointer.h"
 #include "api/json_tensor.h"
 #include "api/safetensors.h"
+#include "api/stored_json.h"
 #include "ops/error.h"
 #include "scheduler/tenant.h"
-#include "server/auth.h"
 #include "server/app.h"
+#include "server/auth.h"
+#include "server/checkpointer.h"
 
 namespace tensord {
 
 namespace {
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void write_info(Writer& w, const std::string& name, const TensorMeta& m, int64_t bytes) {
-  w.StartObject();
-  w.Key("name");
-  w.String(name);
-  w.Key("dtype");
-  w.String(std::string(dtype_name(m.dtype)));
-  w.Key("shape");
-  w.StartArray();
-  for (int64_t d : m.shape) w.Int64(d);
-  w.EndArray();
-  w.Key("bytes");
-  w.Int64(bytes);
-  w.EndObject();
-}
 
 std::string shape_header(const Shape& s) {
   std::string out;
@@ -64,10 +46,8 @@ void add_tensor_routes(Router& r, AppContext& app) {
     validate_tensor_name(name);
     Tensor t = tensor_from_body(req);
     bool created = tenant.store.put(name, t);
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    write_info(w, name, t.meta(), static_cast<int64_t>(t.nbytes()));
-    HttpResponse resp = json_response(created ? 201 : 200, std::string(sb.GetString(), sb.GetSize()));
+    HttpResponse resp =
+        json_response(created ? 201 : 200, stored_info_to_json({name, t.meta(), static_cast<int64_t>(t.nbytes())}));
     if (created) resp.headers.emplace_back("Location", "/v1/tensors/" + name);
     return resp;
   });
@@ -114,15 +94,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     std::string prefix;
     if (auto it = req.query.find("prefix"); it != req.query.end()) prefix = it->second;
     if (prefix.size() > 256) throw Error(ErrorCode::kBadRequest, "prefix longer than 256 bytes");
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    w.Key("tensors");
-    w.StartArray();
-    for (const auto& i : tenant.store.list(prefix)) write_info(w, i.name, i.meta, i.bytes);
-    w.EndArray();
-    w.EndObject();
-    return json_response(200, std::string(sb.GetString(), sb.GetSize()));
+    return json_response(200, stored_list_to_json(tenant.store.list(prefix)));
   });
 
   add_offloaded(r, "POST", "/v1/tensors:upload", [&app](HttpRequest& req) {
@@ -133,32 +105,15 @@ void add_tensor_routes(Router& r, AppContext& app) {
     auto body = std::make_shared<const std::string>(std::move(req.body));
     SafetensorsFile f = parse_safetensors(body);
     for (const auto& [name, t] : f.tensors) validate_tensor_name(name);
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    w.Key("stored");
-    w.StartArray();
-    for (const auto& [name, t] : f.tensors) write_info(w, name, t.meta(), static_cast<int64_t>(t.nbytes()));
-    w.EndArray();
-    w.EndObject();
+    std::vector<StoredInfo> stored;
+    for (const auto& [name, t] : f.tensors) stored.push_back({name, t.meta(), static_cast<int64_t>(t.nbytes())});
     tenant.store.commit(std::move(f.tensors));
-    return json_response(200, std::string(sb.GetString(), sb.GetSize()));
+    return json_response(200, upload_result_to_json(stored));
   });
 
   add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    CheckpointInfo ci = app.checkpointer->write(tenant, "request");
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    w.Key("path");
-    w.String(ci.path);
-    w.Key("tensors");
-    w.Int64(ci.tensors);
-    w.Key("bytes");
-    w.Int64(ci.bytes);
-    w.EndObject();
-    return json_response(200, std::string(sb.GetString(), sb.GetSize()));
+    return json_response(200, checkpoint_info_to_json(app.checkpointer->write(tenant, "request")));
   });
 }
 

@@ -2,9 +2,8 @@
 
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
+#include <chrono>
 #include <map>
 
 #include "metrics/metrics.h"
@@ -14,15 +13,6 @@
 
 namespace tensord {
 namespace {
-
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void key(Writer& w, const std::string& k) {
-  w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
-}
-void str(Writer& w, const std::string& s) {
-  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-}
 
 std::string label(const prometheus::ClientMetric& m, const std::string& name) {
   for (const auto& l : m.label) {
@@ -40,7 +30,7 @@ StreamViewer StreamService::authenticate(const HttpRequest& req) const {
   return StreamViewer{t.name, t.admin() || tenants_->anonymous()};
 }
 
-std::string StreamService::metrics_snapshot(const StreamViewer& viewer) const {
+MetricsSnapshot StreamService::metrics_snapshot(const StreamViewer& viewer) const {
   auto visible = [&](const std::string& tenant) { return viewer.see_all || tenant == viewer.tenant; };
   // Cumulative counters from the registry: requests by code, jobs by state.
   std::map<std::string, double> by_code, by_state;
@@ -57,82 +47,32 @@ std::string StreamService::metrics_snapshot(const StreamViewer& viewer) const {
   std::string own_partition;
   if (const Tenant* t = tenants_->by_name(viewer.tenant)) own_partition = t->partition;
 
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("type");
-  w.String("metrics");
-  w.Key("time");
-  w.Double(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  w.Key("uptime_s");
-  w.Double(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  MetricsSnapshot snap;
+  snap.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  snap.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (viewer.see_all) {
-    w.Key("requests");
-    w.StartObject();
-    for (const auto& [code, n] : by_code) {
-      key(w, code);
-      w.Int64(static_cast<int64_t>(n));
-    }
-    w.EndObject();
+    snap.requests.emplace();
+    for (const auto& [code, n] : by_code) (*snap.requests)[code] = static_cast<int64_t>(n);
   }
-  int64_t queued = 0, running = 0;
-  w.Key("partitions");
-  w.StartArray();
   for (const auto& p : stats.partitions) {
     if (!viewer.see_all && p.name != own_partition) continue;
-    w.StartObject();
-    w.Key("name");
-    str(w, p.name);
-    w.Key("inflight");
-    w.Int(p.inflight);
-    w.Key("limit");
-    w.Int(p.limit);
-    w.Key("queued");
-    w.Int64(p.queued);
-    w.Key("busy_seconds");
-    w.Double(p.busy_seconds);
-    w.EndObject();
+    snap.partitions.push_back({p.name, p.inflight, p.limit, p.queued, p.busy_seconds});
   }
-  w.EndArray();
-  w.Key("tenants");
-  w.StartArray();
   for (const auto& t : stats.tenants) {
     if (!visible(t.name)) continue;
-    queued += t.queued;
-    running += t.running;
-    w.StartObject();
-    w.Key("name");
-    str(w, t.name);
-    w.Key("partition");
-    str(w, t.partition);
-    w.Key("queued");
-    w.Int64(t.queued);
-    w.Key("running");
-    w.Int(t.running);
-    w.Key("busy_seconds");
-    w.Double(t.busy_seconds);
+    snap.jobs_queued += t.queued;
+    snap.jobs_running += t.running;
+    MetricsSnapshot::Tenant mt{t.name, t.partition, t.queued, t.running, t.busy_seconds, std::nullopt, std::nullopt};
     if (const Tenant* tt = tenants_->by_name(t.name)) {
-      w.Key("memory_bytes");
-      w.Int64(tt->account->used());
-      w.Key("memory_limit_bytes");
-      w.Int64(tt->account->limit());
+      mt.memory_bytes = tt->account->used();
+      mt.memory_limit_bytes = tt->account->limit();
     }
-    w.EndObject();
+    snap.tenants.push_back(std::move(mt));
   }
-  w.EndArray();
-  w.Key("jobs");
-  w.StartObject();
-  w.Key("queued");
-  w.Int64(queued);
-  w.Key("running");
-  w.Int64(running);
-  for (const char* s : {"succeeded", "failed", "cancelled"}) {
-    w.Key(s);
-    w.Int64(static_cast<int64_t>(by_state[s]));
-  }
-  w.EndObject();
-  w.EndObject();
-  return std::string(sb.GetString(), sb.GetSize());
+  snap.jobs_succeeded = static_cast<int64_t>(by_state["succeeded"]);
+  snap.jobs_failed = static_cast<int64_t>(by_state["failed"]);
+  snap.jobs_cancelled = static_cast<int64_t>(by_state["cancelled"]);
+  return snap;
 }
 
 }  // namespace tensord

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/http_types.h"
+#include "api/stream_json.h"
 
 namespace tensord {
 
@@ -25,8 +26,8 @@ class StreamService {
 
   // Throws Error(kUnauthenticated) like every authenticated route.
   StreamViewer authenticate(const HttpRequest& req) const;
-  // {"type": "metrics", ...}: the schema is in docs/api-notes.md.
-  std::string metrics_snapshot(const StreamViewer& viewer) const;
+  // The server now, as `viewer` may see it (api/stream_json.h encodes it).
+  MetricsSnapshot metrics_snapshot(const StreamViewer& viewer) const;
 
  private:
   Engine* engine_;

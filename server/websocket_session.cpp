@@ -1,48 +1,17 @@
 #include "server/websocket_session.h"
 
-#include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
-#include <algorithm>
 #include <chrono>
 #include <utility>
 #include <vector>
+
+#include "api/stream_json.h"
+#include "ops/error.h"
 
 namespace tensord {
 namespace {
 
 constexpr std::chrono::seconds kCloseTimeout{5};
 constexpr size_t kMaxMessageBytes = 64 * 1024;
-
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void str(Writer& w, const std::string& s) {
-  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
-}
-
-std::string job_event_json(const JobStateEvent& e) {
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("type");
-  w.String("job");
-  w.Key("id");
-  str(w, e.id);
-  w.Key("state");
-  str(w, e.state);
-  w.Key("tenant");
-  str(w, e.tenant);
-  w.Key("partition");
-  str(w, e.partition);
-  w.Key("queue_ms");
-  w.Double(e.queue_ms);
-  w.Key("run_ms");
-  w.Double(e.run_ms);
-  w.EndObject();
-  return std::string(sb.GetString(), sb.GetSize());
-}
 
 }  // namespace
 
@@ -92,65 +61,22 @@ void WebSocketSession::on_read(beast::error_code ec, std::size_t) {
 }
 
 void WebSocketSession::fail_subscribe(const std::string& message) {
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("type");
-  w.String("error");
-  w.Key("error");
-  w.StartObject();
-  w.Key("code");
-  w.String("bad_request");
-  w.Key("message");
-  str(w, message);
-  w.EndObject();
-  w.EndObject();
-  send(std::string(sb.GetString(), sb.GetSize()));
+  send(stream_error_to_json(message));
   close_after_writes(websocket::close_code::policy_error, "bad subscribe message");
 }
 
 void WebSocketSession::handle_message(const std::string& text) {
-  rapidjson::Document doc;
-  doc.Parse(text.c_str(), text.size());
-  if (doc.HasParseError()) {
-    return fail_subscribe(std::string("malformed JSON: ") + rapidjson::GetParseError_En(doc.GetParseError()));
+  StreamSubscription sub;
+  try {
+    sub = stream_subscription_from_json(text, kDefaultIntervalMs, kMinIntervalMs, kMaxIntervalMs);
+  } catch (const Error& e) {
+    return fail_subscribe(e.message());
   }
-  if (!doc.IsObject()) return fail_subscribe("expected an object {\"subscribe\": [...], \"interval_ms\": N}");
-  bool metrics = false, jobs = false;
-  int interval = kDefaultIntervalMs;
-  bool have_subscribe = false;
-  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
-    std::string k(it->name.GetString(), it->name.GetStringLength());
-    const auto& v = it->value;
-    if (k == "subscribe") {
-      have_subscribe = true;
-      if (!v.IsArray() || v.Empty()) return fail_subscribe("subscribe must be a non-empty array of stream names");
-      for (const auto& s : v.GetArray()) {
-        if (!s.IsString()) return fail_subscribe("subscribe must be a non-empty array of stream names");
-        std::string name(s.GetString(), s.GetStringLength());
-        if (name == "metrics") {
-          metrics = true;
-        } else if (name == "jobs") {
-          jobs = true;
-        } else {
-          return fail_subscribe("unknown stream '" + name + "' (streams: metrics, jobs)");
-        }
-      }
-    } else if (k == "interval_ms") {
-      if (!v.IsNumber()) return fail_subscribe("interval_ms must be a number");
-      double d = v.GetDouble();
-      if (!(d == d)) return fail_subscribe("interval_ms must be a number");
-      interval = static_cast<int>(std::clamp(d, double{kMinIntervalMs}, double{kMaxIntervalMs}));
-    } else {
-      return fail_subscribe("unknown field '" + k + "'");
-    }
-  }
-  if (!have_subscribe) return fail_subscribe("missing 'subscribe'");
 
   // A later subscribe replaces the earlier one.
-  interval_ms_ = interval;
-  want_metrics_ = metrics;
-  if (jobs && !jobs_) {
+  interval_ms_ = sub.interval_ms;
+  want_metrics_ = sub.metrics;
+  if (sub.jobs && !jobs_) {
     std::weak_ptr<WebSocketSession> weak = shared_from_this();
     jobs_ = EventBus::global().subscribe(kMaxQueuedJobEvents, [weak] {
       if (auto self = weak.lock()) {
@@ -158,24 +84,11 @@ void WebSocketSession::handle_message(const std::string& text) {
         net::post(ex, [self = std::move(self)] { self->drain_jobs(); });
       }
     });
-  } else if (!jobs) {
+  } else if (!sub.jobs) {
     jobs_.reset();
   }
 
-  rapidjson::StringBuffer sb;
-  Writer w(sb);
-  w.StartObject();
-  w.Key("type");
-  w.String("subscribed");
-  w.Key("streams");
-  w.StartArray();
-  if (metrics) w.String("metrics");
-  if (jobs) w.String("jobs");
-  w.EndArray();
-  w.Key("interval_ms");
-  w.Int(interval_ms_);
-  w.EndObject();
-  send(std::string(sb.GetString(), sb.GetSize()));
+  send(stream_subscribed_to_json(sub));
 
   timer_.cancel();
   if (want_metrics_) {
@@ -188,7 +101,7 @@ void WebSocketSession::handle_message(const std::string& text) {
 
 void WebSocketSession::tick() {
   if (closing_ || !want_metrics_) return;
-  send(service_->metrics_snapshot(viewer_));
+  send(metrics_snapshot_to_json(service_->metrics_snapshot(viewer_)));
   timer_.expires_after(std::chrono::milliseconds(interval_ms_));
   timer_.async_wait([self = shared_from_this(), gen = tick_generation_](beast::error_code ec) {
     if (ec || gen != self->tick_generation_) return;
@@ -202,7 +115,7 @@ void WebSocketSession::drain_jobs() {
   auto events = jobs_->drain(overflowed);
   if (overflowed) return close_after_writes(websocket::close_code::policy_error, "slow consumer");
   for (const auto& e : events) {
-    if (viewer_.see_all || e.tenant == viewer_.tenant) send(job_event_json(e));
+    if (viewer_.see_all || e.tenant == viewer_.tenant) send(job_event_to_json(e));
     if (closing_) return;
   }
 }

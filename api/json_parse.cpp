@@ -13,7 +13,7 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
 
-#include "api/utf8.h"
+#include "metrics/utf8.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -98,7 +98,20 @@ class Handler {
   std::string error_;
 };
 
-void throw_parse_error(const rapidjson::ParseResult& result, const Handler& handler, const std::string& what) {
+// Parses `is` into `doc` through the Handler with `kFlags`; on failure
+// `doc` is null and the error names the offset and the reason.
+template <unsigned kFlags, class Stream>
+void populate(Stream& is, rapidjson::Document& doc, const std::string& what, int max_depth) {
+  rapidjson::ParseResult result;
+  Handler handler(doc, max_depth);
+  auto generate = [&](rapidjson::Document&) {
+    rapidjson::Reader reader;
+    result = reader.Parse<kFlags | rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(is, handler);
+    return !result.IsError();
+  };
+  doc.Populate(generate);
+  if (!result.IsError()) return;
+  doc.SetNull();
   std::string reason = handler.error().empty() ? rapidjson::GetParseError_En(result.Code()) : handler.error();
   throw Error(ErrorCode::kBadRequest,
               what + ": invalid JSON at offset " + std::to_string(result.Offset()) + ": " + reason);
@@ -120,41 +133,15 @@ void parse_json_insitu(std::string& text, rapidjson::Document& doc, const std::s
     throw Error(ErrorCode::kBadRequest,
                 what + ": invalid JSON at offset " + std::to_string(bad) + ": invalid UTF-8 in the text");
   }
-  constexpr unsigned kFlags =
-      rapidjson::kParseIterativeFlag | rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag;
-  rapidjson::ParseResult result;
-  Handler handler(doc, max_depth);
-  auto generate = [&](rapidjson::Document&) {
-    rapidjson::InsituStringStream is(text.data());  // text.data()[text.size()] is NUL: the end
-    rapidjson::Reader reader;
-    result = reader.Parse<kFlags>(is, handler);
-    return !result.IsError();
-  };
-  doc.Populate(generate);
-  if (result.IsError()) {
-    doc.SetNull();
-    throw_parse_error(result, handler, what);
-  }
+  rapidjson::InsituStringStream is(text.data());  // text.data()[text.size()] is NUL: the end
+  populate<rapidjson::kParseInsituFlag>(is, doc, what, max_depth);
 }
 
 void parse_json(std::string_view text, rapidjson::Document& doc, const std::string& what, int max_depth) {
   refuse_nul(text, what);
-  constexpr unsigned kFlags =
-      rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
-  rapidjson::ParseResult result;
-  Handler handler(doc, max_depth);
-  auto generate = [&](rapidjson::Document&) {
-    rapidjson::MemoryStream ms(text.data(), text.size());
-    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
-    rapidjson::Reader reader;
-    result = reader.Parse<kFlags>(is, handler);
-    return !result.IsError();
-  };
-  doc.Populate(generate);
-  if (result.IsError()) {
-    doc.SetNull();
-    throw_parse_error(result, handler, what);
-  }
+  rapidjson::MemoryStream ms(text.data(), text.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
+  populate<rapidjson::kParseValidateEncodingFlag>(is, doc, what, max_depth);
 }
 
 }  // namespace tensord

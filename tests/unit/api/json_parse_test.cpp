@@ -1,5 +1,5 @@
 #include "api/json_parse.h"
-#include "api/utf8.h"
+#include "metrics/utf8.h"
 
 #include <gtest/gtest.h>
 

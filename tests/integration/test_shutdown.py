@@ -30,7 +30,10 @@ def long_loop_body(n=10 ** 12):
     def sub(nodes, outs):
         return {"inputs": carries, "nodes": nodes, "outputs": outs}
 
+    # max_iters as large as n: the loop must not end at the default 1e6
+    # trips, which a fast machine runs in about 3 s.
     node = {"id": "l", "op": "while_loop", "args": ["i", "x", "n"], "outputs": ["i2", "x2", "n2"],
+            "kwargs": {"max_iters": n},
             "cond": sub([{"id": "c", "op": "lt", "args": ["i", "n"], "outputs": ["b"]}], ["b"]),
             "body": sub([{"id": "a", "op": "add", "args": ["i", 1], "outputs": ["j"]},
                          {"id": "m", "op": "mul", "args": ["x", 1.0], "outputs": ["y"]}], ["j", "y", "n"])}

@@ -1,7 +1,17 @@
 // SSE2 is x86-64's baseline: RapidJSON's reader then scans strings and
 // whitespace 16 bytes at a time. This file is the only one that parses
-// (before any RapidJSON header, its own included).
-#if defined(__SSE2__) && !defined(RAPIDJSON_SSE2)
+// (before any RapidJSON header, its own included). Those scans load whole
+// aligned 16-byte blocks, so they read up to 15 bytes past the text's end:
+// never across a page, and ignored, but AddressSanitizer reports them, so
+// sanitized builds scan byte by byte.
+#if defined(__SANITIZE_ADDRESS__)
+#define TENSORD_JSON_BYTEWISE
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TENSORD_JSON_BYTEWISE
+#endif
+#endif
+#if defined(__SSE2__) && !defined(RAPIDJSON_SSE2) && !defined(TENSORD_JSON_BYTEWISE)
 #define RAPIDJSON_SSE2
 #endif
 #include "api/json_parse.h"

@@ -127,28 +127,35 @@ void populate(Stream& is, rapidjson::Document& doc, const std::string& what, int
               what + ": invalid JSON at offset " + std::to_string(result.Offset()) + ": " + reason);
 }
 
-void refuse_nul(std::string_view text, const std::string& what) {
+// What both entry points refuse before parsing: a NUL byte (RapidJSON would
+// read it as the end) and invalid UTF-8 anywhere, checked in one pass at
+// memory speed (so the parser may take its SIMD scans). A byte-order mark
+// is valid UTF-8: both skip it (RFC 8259 lets a parser ignore one).
+void check_text(std::string_view text, const std::string& what) {
   if (size_t z = text.find('\0'); z != std::string_view::npos) {
     throw Error(ErrorCode::kBadRequest, what + ": invalid JSON: it contains a NUL byte at offset " + std::to_string(z));
   }
-}
-
-}  // namespace
-
-void parse_json_insitu(std::string& text, rapidjson::Document& doc, const std::string& what, int max_depth) {
-  refuse_nul(text, what);
-  // One validating pass at memory speed, so the parser may take its SIMD
-  // string scans (RapidJSON skips them when it validates encoding itself).
   if (size_t bad = utf8_invalid_offset(text); bad != std::string_view::npos) {
     throw Error(ErrorCode::kBadRequest,
                 what + ": invalid JSON at offset " + std::to_string(bad) + ": invalid UTF-8 in the text");
   }
-  rapidjson::InsituStringStream is(text.data());  // text.data()[text.size()] is NUL: the end
+}
+
+constexpr std::string_view kBom = "\xEF\xBB\xBF";
+
+}  // namespace
+
+void parse_json_insitu(std::string& text, rapidjson::Document& doc, const std::string& what, int max_depth) {
+  check_text(text, what);
+  const size_t bom = std::string_view(text).substr(0, 3) == kBom ? 3 : 0;
+  rapidjson::InsituStringStream is(text.data() + bom);  // text.data()[text.size()] is NUL: the end
   populate<rapidjson::kParseInsituFlag>(is, doc, what, max_depth);
 }
 
 void parse_json(std::string_view text, rapidjson::Document& doc, const std::string& what, int max_depth) {
-  refuse_nul(text, what);
+  check_text(text, what);
+  // EncodedInputStream skips a byte-order mark (and would skip a lone 0xEF,
+  // which check_text has refused already).
   rapidjson::MemoryStream ms(text.data(), text.size());
   rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> is(ms);
   populate<rapidjson::kParseValidateEncodingFlag>(is, doc, what, max_depth);

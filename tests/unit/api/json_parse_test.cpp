@@ -174,6 +174,23 @@ TEST_P(JsonParse, StringsAndKeysUnescapeAndKeepTheirValues) {
   EXPECT_NE(error_of("[1e999,2]").find("too big"), std::string::npos);
 }
 
+// Found by the json_tensor fuzzer: RapidJSON's stream skipped a lone 0xEF
+// (the first byte of a byte-order mark), so "\xEF" "0" parsed as 0 by copy
+// and was refused in place. Both refuse it now; both skip a whole BOM.
+TEST_P(JsonParse, AByteOrderMarkIsSkippedAndALoneBomByteRefused) {
+  EXPECT_NE(error_of("\xEF"
+                     "0")
+                .find("invalid UTF-8"),
+            std::string::npos);
+  EXPECT_NE(error_of("\xEF\xBB"
+                     "0")
+                .find("invalid UTF-8"),
+            std::string::npos);
+  rapidjson::Document d = parse("\xEF\xBB\xBF[1, 2]");
+  ASSERT_TRUE(d.IsArray());
+  EXPECT_EQ(d.Size(), 2u);
+}
+
 TEST_P(JsonParse, InvalidUtf8IsRefusedWhereverItIs) {
   for (const char* bad : {"\"\xc0\xaf\"", "\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
                           "\"\xf8\x88\x80\x80\x80\"", "\"\x80\"", "\"abc\xe2\x82\"", "[1, \xff]"}) {

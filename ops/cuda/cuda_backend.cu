@@ -6,14 +6,14 @@
 #include <cublas_v2.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <cstdint>
-#include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -140,7 +140,7 @@ class CudaBackend final : public Backend {
   void* allocate(Device d, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
     void* p = nullptr;
-    const bool ordered = stream_ordered_ && t_bound && !capturing(t_stream);
+    const bool ordered = ordered_stream() != nullptr;
     cudaError_t e = ordered ? cudaMallocAsync(&p, bytes ? bytes : 1, t_stream) : cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation && ordered) {
       cudaGetLastError();
@@ -207,21 +207,13 @@ class CudaBackend final : public Backend {
   // tensor another job wrote was synchronized before it was committed).
   void copy_to_device(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
-    if (stream_ordered_ && t_bound && !capturing(t_stream)) {
-      TENSORD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, t_stream));
-      TENSORD_CUDA_CHECK(cudaStreamSynchronize(t_stream));
-      return;
-    }
+    if (copied_in_stream_order(dst, src, bytes, cudaMemcpyHostToDevice)) return;
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     TENSORD_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
   void copy_to_host(Device d, void* dst, const void* src, size_t bytes) override {
     TENSORD_CUDA_CHECK(cudaSetDevice(d.index));
-    if (stream_ordered_ && t_bound && !capturing(t_stream)) {
-      TENSORD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, t_stream));
-      TENSORD_CUDA_CHECK(cudaStreamSynchronize(t_stream));
-      return;
-    }
+    if (copied_in_stream_order(dst, src, bytes, cudaMemcpyDeviceToHost)) return;
     TENSORD_CUDA_CHECK(cudaDeviceSynchronize());
     TENSORD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
@@ -271,6 +263,21 @@ class CudaBackend final : public Backend {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     TENSORD_CUDA_CHECK(cudaStreamIsCapturing(raw(s), &st));
     return st == cudaStreamCaptureStatusActive;
+  }
+  // The stream this thread's memory and copies are ordered on: the bound
+  // job's, in stream-ordered mode, unless it is capturing; else null (the
+  // plain, device-wide calls).
+  cudaStream_t ordered_stream() const {
+    return stream_ordered_ && t_bound && !capturing(t_stream) ? t_stream : nullptr;
+  }
+  // A host copy on ordered_stream(), complete when it returns; false (and
+  // nothing done) when there is none.
+  bool copied_in_stream_order(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) const {
+    cudaStream_t s = ordered_stream();
+    if (!s) return false;
+    TENSORD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
+    TENSORD_CUDA_CHECK(cudaStreamSynchronize(s));
+    return true;
   }
   // Any capture state (an invalidated capture included): no stream-ordered
   // allocation or copy may go on such a stream.

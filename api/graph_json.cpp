@@ -65,7 +65,10 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
     }
   }
   if (!have_inputs) {
-    for (const auto& in : r.program.inputs) r.inputs[in.name] = in.meta;
+    for (const auto& in : r.program.inputs) {
+      if (in.any_shape) bad("program.inputs." + in.name + ": a graph's inputs need their shapes");
+      r.inputs[in.name] = in.meta;
+    }
   }
   return r;
 }

@@ -43,7 +43,14 @@ std::string server_info_to_json(const ServerInfo& info) {
   }
   w.EndArray();
   w.Key("ranks");
-  w.Int(1);
+  w.StartObject();
+  w.Key("local");
+  w.Int(info.ranks_local);
+  w.Key("world");
+  w.Int(info.ranks_world);
+  w.Key("offset");
+  w.Int(info.rank_offset);
+  w.EndObject();
   w.Key("partitions");
   w.StartArray();
   for (const auto& p : info.partitions) {

@@ -26,6 +26,8 @@ struct ServerInfo {
   std::map<std::string, std::string> libraries;
   std::vector<DeviceInfo> devices;
   std::vector<Partition> partitions;
+  // API.md 8: this server's local ranks, the world's and its first rank.
+  int ranks_local = 1, ranks_world = 1, rank_offset = 0;
   uint64_t max_body_bytes = 0;
   double uptime_s = 0;
 };

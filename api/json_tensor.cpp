@@ -458,9 +458,8 @@ Tensor tensor_from_json_body(std::string& body, const std::string& what) {
 }
 
 template <class Writer>
-void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
+void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
   TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);
-  w.StartObject();
   w.Key("dtype");
   std::string_view name = dtype_name(t.dtype());
   w.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
@@ -478,6 +477,12 @@ void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
     dispatch_dtype(t.dtype(), [&](auto tag) { write_elements<Writer, typename decltype(tag)::type>(w, t); });
     w.EndArray();
   }
+}
+
+template <class Writer>
+void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
+  w.StartObject();
+  tensor_fields_to_json(t, w, use_b64);
   w.EndObject();
 }
 
@@ -502,6 +507,7 @@ double json_to_double(const Value& v, const std::string& what) {
 }
 
 template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
+template void tensor_fields_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
 template void write_json_double<JsonWriter>(JsonWriter&, double);
 template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);

@@ -62,6 +62,10 @@ Tensor tensor_from_json_body(std::string& body, const std::string& what);
 template <class Writer>
 void tensor_to_json(const Tensor& t, Writer& w, bool use_b64);
 std::string tensor_to_json_string(const Tensor& t, bool use_b64 = false);
+// Its fields alone (dtype, shape, data or b64), inside an object the
+// caller opened (to add fields of its own, as "replicated").
+template <class Writer>
+void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64);
 
 // A float64 scalar as a JSON number (shortest round-trip form) or, when not
 // finite, the string "nan" / "inf" / "-inf".
@@ -75,6 +79,7 @@ using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 using JsonPrettyWriter = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
 extern template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 extern template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
+extern template void tensor_fields_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 extern template void write_json_double<JsonWriter>(JsonWriter&, double);
 extern template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);
 

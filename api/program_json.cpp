@@ -195,7 +195,16 @@ Program program_from_json(const rapidjson::Value& v, int depth) {
         for (const auto& prev : p.inputs) {
           if (prev.name == name) throw Error(ErrorCode::kInvalidProgram, "duplicate input name '" + name + "'");
         }
-        p.inputs.push_back(ProgramInput{name, meta_from_json(in->value, "program.inputs." + name)});
+        const std::string where = "program.inputs." + name;
+        if (in->value.IsObject() && !in->value.HasMember("shape")) {
+          // A dtype alone: the input's shape is its own (API.md 8).
+          const std::string dt = str_field(in->value, "dtype", where, true);
+          auto t = dtype_from_name(dt);
+          if (!t) bad(where + ": unknown dtype '" + dt + "'");
+          p.inputs.push_back(ProgramInput{name, TensorMeta{*t, {}}, true});
+        } else {
+          p.inputs.push_back(ProgramInput{name, meta_from_json(in->value, where)});
+        }
       }
     } else if (key == "nodes") {
       if (!it->value.IsArray()) bad("program.nodes must be a list");
@@ -210,13 +219,45 @@ Program program_from_json(const rapidjson::Value& v, int depth) {
   return p;
 }
 
+namespace {
+// {"per_rank": [t0, t1, ...]} or {"shard": t, "dim": d} (API.md 8).
+SpmdInput spmd_input_from_json(const rapidjson::Value& v, const std::string& what) {
+  SpmdInput in;
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    const std::string key(it->name.GetString(), it->name.GetStringLength());
+    if (key == "per_rank") {
+      if (!it->value.IsArray() || it->value.Empty()) bad(what + ".per_rank must be a non-empty list of tensors");
+      size_t i = 0;
+      for (const auto& t : it->value.GetArray()) {
+        in.per_rank.push_back(tensor_from_json(t, what + ".per_rank[" + std::to_string(i++) + "]"));
+      }
+    } else if (key == "shard") {
+      in.shard = tensor_from_json(it->value, what + ".shard");
+    } else if (key == "dim") {
+      if (!it->value.IsInt64()) bad(what + ".dim must be an integer");
+      in.dim = it->value.GetInt64();
+    } else {
+      bad(what + ": unknown field \"" + key + "\" (expected per_rank, or shard and dim)");
+    }
+  }
+  if (in.per_rank.empty() == !in.shard.defined()) bad(what + ": give either per_rank or shard");
+  if (!in.per_rank.empty() && v.HasMember("dim")) bad(what + ": dim goes with shard, not per_rank");
+  return in;
+}
+}  // namespace
+
 bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Value& v) {
   if (key == "inputs") {
     if (!v.IsObject()) bad("request.inputs must be an object");
     for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
       std::string name(in->name.GetString(), in->name.GetStringLength());
-      if (s.inputs.count(name)) bad("input '" + name + "' is given twice");
-      s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
+      if (s.inputs.count(name) || (s.spmd && s.spmd->inputs.count(name))) bad("input '" + name + "' is given twice");
+      if (in->value.IsObject() && (in->value.HasMember("per_rank") || in->value.HasMember("shard"))) {
+        if (!s.spmd) s.spmd.emplace();
+        s.spmd->inputs[name] = spmd_input_from_json(in->value, "inputs." + name);
+      } else {
+        s.inputs[name] = tensor_from_json(in->value, "inputs." + name);
+      }
     }
   } else if (key == "store") {
     if (!v.IsObject()) bad("request.store must be an object of output -> tensor name");
@@ -234,14 +275,45 @@ bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Va
     if (!v.IsInt()) bad("request.priority must be an integer");
     s.priority = v.GetInt();
   } else if (key == "ranks") {
-    // SPMD requests (API.md 8): this server runs one rank until --ranks lands.
-    if (!v.IsInt() || v.GetInt() < 1) bad("request.ranks must be a positive integer");
-    if (v.GetInt() != 1) bad("request.ranks is " + std::to_string(v.GetInt()) + " but this server runs 1 rank");
+    // SPMD (API.md 8): the whole world (R) or a subgroup ([r0, r1, ...]);
+    // the engine checks them against the server's ranks.
+    if (!s.spmd) s.spmd.emplace();
+    if (v.IsArray()) {
+      for (const auto& r : v.GetArray()) {
+        if (!r.IsInt() || r.GetInt() < 0) bad("request.ranks must be a positive integer or a list of ranks (>= 0)");
+        s.spmd->ranks.push_back(r.GetInt());
+      }
+      if (s.spmd->ranks.empty()) bad("request.ranks: an empty list of ranks");
+    } else if (v.IsInt() && v.GetInt() >= 1) {
+      s.spmd->count = v.GetInt();
+    } else {
+      bad("request.ranks must be a positive integer or a list of ranks");
+    }
   } else {
     return false;
   }
   return true;
 }
+
+namespace {
+void check_spmd_request(const JobSpec& s) {
+  if (s.spmd && s.spmd->count == 0 && s.spmd->ranks.empty()) {
+    bad("per_rank and shard inputs need \"ranks\" (API.md 8)");
+  }
+}
+
+// A tensor's dtype and shape, for results whose data travel elsewhere.
+void write_meta(JsonWriter& w, const Tensor& t) {
+  w.StartObject();
+  w.Key("dtype");
+  w.String(std::string(dtype_name(t.dtype())));
+  w.Key("shape");
+  w.StartArray();
+  for (int64_t d : t.shape()) w.Int64(d);
+  w.EndArray();
+  w.EndObject();
+}
+}  // namespace
 
 [[noreturn]] void unknown_request_field(const std::string& key) {
   // A typo ("retrun") must not silently change what runs (API.md 4.1).
@@ -265,6 +337,7 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
     std::string key(it->name.GetString(), it->name.GetStringLength());
     if (key != "program" && !apply_request_field(s, key, it->value)) unknown_request_field(key);
   }
+  check_spmd_request(s);
   return s;
 }
 
@@ -274,19 +347,33 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
   w.StartObject();
   w.Key("outputs");
   w.StartObject();
-  for (const auto& [name, t] : r.outputs) {
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    const auto& [name, t] = r.outputs[k];
     w.Key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
-    if (tensors_inline) {
-      tensor_to_json(t, w, use_b64);
-    } else {
+    if (r.spmd && !r.per_rank[k].empty()) {
+      // API.md 8: a value that differs across ranks, in the group's order.
       w.StartObject();
-      w.Key("dtype");
-      w.String(std::string(dtype_name(t.dtype())));
-      w.Key("shape");
+      w.Key("per_rank");
       w.StartArray();
-      for (int64_t d : t.shape()) w.Int64(d);
+      for (const Tensor& each : r.per_rank[k]) {
+        if (tensors_inline) {
+          tensor_to_json(each, w, use_b64);
+        } else {
+          write_meta(w, each);
+        }
+      }
       w.EndArray();
       w.EndObject();
+    } else if (tensors_inline) {
+      w.StartObject();
+      tensor_fields_to_json(t, w, use_b64);
+      if (r.spmd) {
+        w.Key("replicated");
+        w.Bool(true);
+      }
+      w.EndObject();
+    } else {
+      write_meta(w, t);
     }
   }
   w.EndObject();

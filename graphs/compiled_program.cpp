@@ -61,11 +61,11 @@ class Compiler {
           throw Error(ErrorCode::kDtypeMismatch,
                       "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
-        if (it->second.shape != in.meta.shape) {
+        if (!in.any_shape && it->second.shape != in.meta.shape) {
           throw Error(ErrorCode::kShapeMismatch,
                       "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
-        int id = add_value(ValueInfo{ValueInfo::Source::kInput, in.name, in.meta});
+        int id = add_value(ValueInfo{ValueInfo::Source::kInput, in.name, it->second});
         out_.inputs.emplace_back(in.name, id);
         out_.by_name[in.name] = id;
       }

@@ -87,7 +87,9 @@ std::shared_ptr<const CompiledProgram> compile_body(const ControlFlow& cf, const
   }
   std::map<std::string, TensorMeta> im;
   for (size_t k = 0; k < metas.size(); ++k) {
-    if (!same_meta(p.inputs[k].meta, metas[k])) {
+    const bool ok =
+        p.inputs[k].any_shape ? p.inputs[k].meta.dtype == metas[k].dtype : same_meta(p.inputs[k].meta, metas[k]);
+    if (!ok) {
       invalid_program(w + " input " + std::to_string(k) + " '" + p.inputs[k].name + "' is declared " +
                           p.inputs[k].meta.str() + " but receives " + metas[k].str(),
                       node);

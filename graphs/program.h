@@ -45,6 +45,9 @@ struct Node {
 struct ProgramInput {
   std::string name;
   TensorMeta meta;
+  // The declaration gave a dtype alone (API.md 8: an SPMD program's
+  // per-rank or sharded input): the input's own shape is taken.
+  bool any_shape = false;
 };
 
 struct Program {

@@ -24,6 +24,9 @@ namespace tensord {
 
 class Backend;
 struct BlockRecorder;
+namespace dist {
+class ProcessGroup;
+}
 class MemoryAccount;
 class ThreadPool;
 
@@ -111,6 +114,9 @@ struct OpContext {
   // Set by a graph replay plan for a node's first run: the CPU elementwise
   // engine records its loop there (ops/recorded_block.h).
   BlockRecorder* recorder = nullptr;
+  // The rank's group in an SPMD job (API.md 8): the dist.* kernels run
+  // their collectives on it. Null outside one: a group of one rank.
+  dist::ProcessGroup* group = nullptr;
 
   // A fresh output tensor on the context's device (host memory when backend
   // is null), charged to the account (or the next pre-bound slot of

@@ -14,7 +14,11 @@
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_trace.h"
 #include "scheduler/job_scheduler.h"
+#include "scheduler/collective_metrics.h"
+#include "scheduler/rank_workers.h"
 #include "scheduler/running_jobs.h"
+#include "scheduler/spmd_plan.h"
+#include "scheduler/spmd_run.h"
 #include "streams/stream_pool.h"
 
 namespace tensord {
@@ -27,10 +31,14 @@ struct Engine::Work {
   std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
   std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
   std::shared_ptr<GraphPool> pool;                   // the plan's pool: its run mutex is held while it runs
+  std::shared_ptr<const SpmdPlan> spmd;              // an SPMD job's ranks and their programs (instead of cp)
   std::atomic<bool> admitted{false};                 // holds the pool's gate (replay_async)
   Clock::time_point deadline = Clock::time_point::max();
   std::vector<std::string> returns;
-  const CompiledProgram& program() const { return shared_cp ? *shared_cp : cp; }
+  const CompiledProgram& program() const {
+    if (spmd) return spmd->programs[0];
+    return shared_cp ? *shared_cp : cp;
+  }
 };
 
 namespace {
@@ -71,6 +79,16 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
   libraries_ = backend_->libraries();
   record_device_memory();
   running_ = std::make_unique<RunningJobs>();
+  collective_metrics_ = std::make_unique<CollectiveMetrics>(opts.metrics);
+  RankWorkersOptions ro;
+  ro.ranks = opts.ranks;
+  ro.collective_timeout = opts.collective_timeout;
+  ro.flight_recorder_entries = opts.flight_recorder_entries;
+  CollectiveMetrics* cm = collective_metrics_.get();
+  ro.on_collective = [cm](const std::string& group, int rank, dist::CollectiveOp op, size_t bytes) {
+    cm->submitted(group, op, bytes, rank == 0);
+  };
+  ranks_ = std::make_unique<RankWorkers>(std::move(ro));
   if (metrics_->enabled()) {
     busy_ticker_ = std::thread([this, m] {
       std::unique_lock<std::mutex> lk(ticker_mu_);
@@ -140,7 +158,11 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   std::map<std::string, TensorMeta> input_metas;
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-  w->cp = compile_program(spec.program, input_metas, stored_lookup);
+  if (spec.spmd) {
+    w->spmd = std::make_shared<const SpmdPlan>(plan_spmd(spec, stored_lookup, ranks_->size()));
+  } else {
+    w->cp = compile_program(spec.program, input_metas, stored_lookup);
+  }
   w->spec = std::move(spec);
   return enqueue(tenant, w);
 }
@@ -263,7 +285,11 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       // values below are released while it is bound.
       ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
       ExecResult er;
-      if (w.plan) {
+      std::vector<ExecResult> members;  // an SPMD job's, in its group's order
+      if (w.spmd) {
+        members = run_spmd(*w.spmd, *ranks_, eo, job.cancel_flag());
+        er = std::move(members[0]);  // stored writes are replicated (plan_spmd checked): rank 0's commit
+      } else if (w.plan) {
         // Graphs sharing a pool share its buffers: one replay at a time.
         std::lock_guard<std::mutex> lk(w.pool->run_mutex());
         er = w.plan->run(w.spec.inputs, eo);
@@ -302,12 +328,20 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       r.backend = std::string(backend_->name());
       r.libraries = libraries_;
       r.plan_peak_bytes = w.program().peak_bytes;
+      r.spmd = w.spmd != nullptr;
       for (const auto& name : w.returns) {
-        for (const auto& [o, t] : er.outputs) {
-          if (o == name) {
-            r.outputs.emplace_back(o, t.to_host());  // a device result is copied out
-            break;                                   // listed twice: returned once
+        for (size_t k = 0; k < er.outputs.size(); ++k) {
+          if (er.outputs[k].first != name) continue;
+          r.outputs.emplace_back(name, er.outputs[k].second.to_host());  // a device result is copied out
+          if (r.spmd) {
+            std::vector<Tensor> each;
+            if (!w.spmd->is_replicated_output(name)) {
+              each.push_back(r.outputs.back().second);
+              for (size_t i = 1; i < members.size(); ++i) each.push_back(members[i].outputs[k].second.to_host());
+            }
+            r.per_rank.push_back(std::move(each));
           }
+          break;  // listed twice: returned once
         }
       }
     }  // the executor's values are released here, before anyone is woken
@@ -329,6 +363,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   w.cp = CompiledProgram{};
   w.shared_cp.reset();
   w.plan.reset();
+  w.spmd.reset();
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
   metrics_->ops_ran(ops);
   metrics_->tenant_busy(job.tenant(), job.partition(), running_->remove(job, RunningJobs::Clock::now()));
@@ -403,6 +438,9 @@ void Engine::record_tenant_memory(const Tenant& tenant) {
 std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan,
                                           std::shared_ptr<GraphPool> pool, JobSpec spec,
                                           std::function<void(Job&)> done) {
+  if (spec.spmd) {
+    throw Error(ErrorCode::kBadRequest, "\"ranks\" in a graph replay: SPMD graphs are not captured yet (API.md 8)");
+  }
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
   w->shared_cp = plan->shared_program();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <thread>
@@ -32,11 +33,19 @@ struct CompiledProgram;
 class GraphPool;
 class ReplayPlan;
 class RunningJobs;
+class RankWorkers;
+class CollectiveMetrics;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
   int cores = 0;        // cores to split among partitions; 0: all
   bool metrics = true;  // false (--metrics off): job and op metrics are not recorded
+  // SPMD (API.md 8): the local ranks (--ranks), each collective's timeout
+  // (--collective-timeout) and each rank's flight recorder size
+  // (--flight-recorder-entries).
+  int ranks = 1;
+  std::chrono::milliseconds collective_timeout{60000};
+  size_t flight_recorder_entries = 2048;
 };
 
 class Engine {
@@ -79,6 +88,8 @@ class Engine {
   // tensord_graphs gauge.
   void record_graph_capture(const Tenant& tenant, int live_graphs_delta);
   Backend& backend() { return *backend_; }
+  // This server's local ranks (their flight recorders); never null.
+  RankWorkers& ranks() { return *ranks_; }
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   // The config in force (a copy: a reload may replace it).
   ServerConfig config() const;
@@ -129,6 +140,8 @@ class Engine {
   std::condition_variable ticker_cv_;
   bool ticker_stop_ = false;
   std::thread busy_ticker_;
+  std::unique_ptr<CollectiveMetrics> collective_metrics_;
+  std::unique_ptr<RankWorkers> ranks_;
 };
 
 }  // namespace tensord

@@ -14,6 +14,18 @@
 
 namespace tensord {
 
+// An SPMD request's ranks and per-rank inputs (API.md 8).
+struct SpmdInput {
+  std::vector<Tensor> per_rank;  // {"per_rank": [...]}: one per rank of the group, in its order
+  Tensor shard;                  // {"shard": t, "dim": d}: split as torch.tensor_split
+  int64_t dim = 0;
+};
+struct SpmdRequest {
+  int count = 0;           // "ranks": R (the whole world, which must have R ranks)
+  std::vector<int> ranks;  // "ranks": [r0, r1, ...] (a subgroup, in that order)
+  std::map<std::string, SpmdInput> inputs;
+};
+
 struct JobSpec {
   Program program;
   std::string program_sha256;  // of the program as sent
@@ -24,6 +36,9 @@ struct JobSpec {
   int priority = 0;
   std::string graph_id;    // set for a captured graph's replay: trace spans carry it
   std::string request_id;  // the request that submitted it (the job's log line)
+  // Set when the request says "ranks" (API.md 8): the program runs SPMD on
+  // those ranks; `inputs` are then the replicated ones.
+  std::optional<SpmdRequest> spmd;
 };
 
 struct JobResult {
@@ -36,6 +51,11 @@ struct JobResult {
   std::string backend;
   std::map<std::string, std::string> libraries;
   int64_t plan_peak_bytes = 0;
+  // An SPMD job's outputs (indexed like `outputs`): every rank's value of
+  // an output that differs across ranks, in the group's order; empty for a
+  // replicated one (its value is in `outputs`). Empty for other jobs.
+  bool spmd = false;
+  std::vector<std::vector<Tensor>> per_rank;
 };
 
 }  // namespace tensord

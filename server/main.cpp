@@ -56,6 +56,11 @@ const char* kUsage =
     "  --metrics on|off          record Prometheus metrics (default on); off: /metrics has only\n"
     "                            tensord_build_info and process_*, to measure recording's cost\n"
     "  --trace on|off            record /v1/trace spans (default on); off: /v1/trace is empty\n"
+    "  --ranks R                 local ranks for SPMD requests (API.md 8; CPU rank workers over\n"
+    "                            Gloo on loopback; default 1)\n"
+    "  --collective-timeout S    seconds a collective may take before its request fails 504\n"
+    "                            (default 60)\n"
+    "  --flight-recorder-entries N  collectives each rank's flight recorder keeps (default 2048)\n"
     "  --version                 print the version\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -84,7 +89,9 @@ int main(int argc, char** argv) {
   install_reload_signal_handler();  // SIGHUP reloads --config instead of ending the process
   ServerOptions sopt;
   std::string backend_name = "auto", state_dir, config_path;
-  int threads = 0, workqueue_limit = 2;
+  int threads = 0, workqueue_limit = 2, ranks = 1;
+  std::chrono::seconds collective_timeout{60};
+  size_t flight_recorder_entries = 2048;
   std::chrono::seconds checkpoint_every{60};
   log::Format log_format = log::Format::kText;
   log::Level log_level = log::Level::kInfo;
@@ -137,6 +144,14 @@ int main(int argc, char** argv) {
         usage_error("--log-level must be debug, info, warn or error, got '" + v + "'");
     } else if (flag == "--drain-timeout") {
       sopt.drain_timeout = std::chrono::seconds(parse_int(flag, value(), 0, 86400));
+    } else if (flag == "--ranks") {
+      ranks = static_cast<int>(parse_int(flag, value(), 1, 64));
+    } else if (flag == "--collective-timeout") {
+      collective_timeout = std::chrono::seconds(parse_int(flag, value(), 1, 86400));
+    } else if (flag == "--flight-recorder-entries") {
+      flight_recorder_entries = static_cast<size_t>(parse_int(flag, value(), 1, 1 << 20));
+    } else if (flag == "--rendezvous" || flag == "--world-size" || flag == "--rank-offset") {
+      usage_error(flag + ": worlds across servers are not built yet; --ranks R runs R local ranks");
     } else if (flag == "--config") {
       config_path = value();
     } else if (flag == "--metrics") {
@@ -192,6 +207,9 @@ int main(int argc, char** argv) {
     EngineOptions eopt;
     eopt.cores = threads;  // cores split among the partitions (0: all)
     eopt.metrics = sopt.record_metrics;
+    eopt.ranks = ranks;
+    eopt.collective_timeout = collective_timeout;
+    eopt.flight_recorder_entries = flight_recorder_entries;
     Engine engine(std::move(backend), config, eopt);
     TenantRegistry tenants(config);
     Checkpointer checkpointer(state_dir, &tenants);

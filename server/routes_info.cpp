@@ -10,6 +10,7 @@
 #include "ops/error.h"
 #include "ops/op_registry.h"
 #include "scheduler/engine.h"
+#include "scheduler/rank_workers.h"
 #include "server/app.h"
 #include "server/auth.h"
 
@@ -33,6 +34,7 @@ ServerInfo server_info(const AppContext& app) {
     }
     info.partitions.push_back(std::move(part));
   }
+  info.ranks_local = info.ranks_world = app.engine->ranks().size();
   info.max_body_bytes = app.max_body_bytes;
   info.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count();
   return info;

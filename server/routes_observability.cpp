@@ -4,8 +4,12 @@
 #include <string>
 
 #include "api/error_reply.h"
+#include "api/flight_recorder_json.h"
 #include "metrics/trace_buffer.h"
+#include "ops/dist/flight_recorder.h"
 #include "ops/error.h"
+#include "scheduler/engine.h"
+#include "scheduler/rank_workers.h"
 #include "scheduler/tenant_registry.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -34,6 +38,29 @@ void add_observability_routes(Router& r, AppContext& app) {
     size_t last = parse_last(req, tb.capacity());
     bool see_all = t.admin() || app.tenants->anonymous();
     return json_response(200, tb.render_json(last, t.name, see_all));
+  });
+  // API.md 8: every local rank's ring, or ?rank=R's alone, in PyTorch's
+  // FlightRecorder dump layout. Shapes and dtypes only, no tensor data:
+  // any authenticated tenant may read it.
+  r.add("GET", "/v1/flight-recorder", [&app](HttpRequest& req) {
+    authenticate(req, *app.tenants);
+    RankWorkers& ranks = app.engine->ranks();
+    auto it = req.query.find("rank");
+    if (it != req.query.end()) {
+      const std::string& v = it->second;
+      bool digits = !v.empty() && v.size() <= 9;
+      for (char c : v) digits = digits && c >= '0' && c <= '9';
+      if (!digits) throw Error(ErrorCode::kBadRequest, "rank must be a non-negative integer, got '" + v + "'");
+      const int r = std::atoi(v.c_str());
+      if (r >= ranks.size()) {
+        throw Error(ErrorCode::kNotFound, "rank " + v + " is not local to this server (its ranks are 0.." +
+                                              std::to_string(ranks.size() - 1) + ")");
+      }
+      return json_response(200, dist::flight_recorder_json(ranks.recorder(r)->dump()));
+    }
+    std::vector<dist::FlightRecorderDump> dumps;
+    for (int r = 0; r < ranks.size(); ++r) dumps.push_back(ranks.recorder(r)->dump());
+    return json_response(200, dist::flight_recorder_ranks_json(dumps));
   });
   // Reached only without an Upgrade: websocket header (the session upgrades those).
   r.add("GET", "/v1/stream", [&app](HttpRequest& req) {

@@ -51,6 +51,23 @@ std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& t
   if (!job) throw Error(ErrorCode::kNotFound, "job '" + req.params.at("id") + "' not found");
   return job;
 }
+// The tensors of a safetensors reply: each output by its name; an SPMD
+// output that differs across ranks as "<name>/<i>", i its index in the
+// group (the JSON header's outputs say which).
+std::vector<std::pair<std::string, Tensor>> reply_tensors(const JobResult& r) {
+  if (!r.spmd) return r.outputs;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    if (r.per_rank[k].empty()) {
+      out.push_back(r.outputs[k]);
+      continue;
+    }
+    for (size_t i = 0; i < r.per_rank[k].size(); ++i) {
+      out.emplace_back(r.outputs[k].first + "/" + std::to_string(i), r.per_rank[k][i]);
+    }
+  }
+  return out;
+}
 }  // namespace
 
 void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64) {
@@ -64,11 +81,15 @@ void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safeten
   size_t bytes = 0;
   if (res) {
     for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
+    for (const auto& each : res->per_rank) {
+      for (const Tensor& t : each) bytes += t.nbytes();
+    }
   }
   constexpr size_t kInlineEncodeBytes = 16 << 10;  // more: encode on the handler pool (JSON text of 4k floats)
   reply->finish(bytes > kInlineEncodeBytes, [res, err, safetensors, b64]() {
     if (err) throw *err;
-    if (safetensors) return safetensors_response(res->outputs, {{"response", job_result_to_json(*res, false, false)}});
+    if (safetensors)
+      return safetensors_response(reply_tensors(*res), {{"response", job_result_to_json(*res, false, false)}});
     HttpResponse resp;
     resp.body = job_result_to_json(*res, true, b64);
     return resp;

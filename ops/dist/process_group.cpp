@@ -99,6 +99,8 @@ std::shared_ptr<Work> ProcessGroup::submit(CollectiveCall call, const Collective
   rec.op_id = call.seq;
   const uint64_t id = opts_.recorder->record(std::move(rec));
   auto work = std::make_shared<Work>(opts_.name, call.op, call.seq, opts_.recorder, id);
+  if (opts_.on_collective)
+    opts_.on_collective(opts_.name, rank_, call.op, call.input.defined() ? call.input.nbytes() : 0);
   enqueue(std::move(call), work);
   return work;
 }

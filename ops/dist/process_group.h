@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,10 @@ struct ProcessGroupOptions {
   // The rank's flight recorder (shared by its groups); null: a private one
   // of FlightRecorder::kDefaultCapacity entries.
   std::shared_ptr<FlightRecorder> recorder;
+  // Called as each collective is submitted (its seq taken), with this
+  // rank's index in the group and the input bytes it contributes: the
+  // server counts collectives with it.
+  std::function<void(const std::string& group, int rank, CollectiveOp op, size_t bytes)> on_collective;
 };
 
 // "world" when `ranks` is 0..world_size-1, else "ranks:1,3".

@@ -40,7 +40,7 @@ TEST(RouteJson, ServerInfo) {
       R"({"name":"tensord","version":"0.1.0","api":"v1","backend":"cpu","compiled_backends":["cpu"],)"
       R"("libraries":{"openblas":"0.3"},"devices":[{"device":")" +
           Device{}.str() +
-          R"(","name":"host","total_memory":1024,"compute_units":2}],"ranks":1,"partitions":[)"
+          R"(","name":"host","total_memory":1024,"compute_units":2}],"ranks":{"local":1,"world":1,"offset":0},"partitions":[)"
           R"({"name":"default","share":1.0,"workqueue_limit":2,"inflight":1,"queued":2,"threads":2,"cpus":[0,1]},)"
           R"({"name":"idle","share":0.5,"workqueue_limit":1}],"max_body_bytes":10,"uptime_s":1.5})");
 }

@@ -1,4 +1,4 @@
-#include "ops/dist/flight_recorder_json.h"
+#include "api/flight_recorder_json.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -126,11 +126,7 @@ void entry(Writer& w, const FlightRecord& e, int rank) {
   w.EndObject();
 }
 
-}  // namespace
-
-std::string flight_recorder_json(const FlightRecorderDump& dump) {
-  rapidjson::StringBuffer buf;
-  Writer w(buf);
+void write_dump(Writer& w, const FlightRecorderDump& dump) {
   w.StartObject();
   key(w, "version");
   str(w, dump.version);
@@ -173,6 +169,29 @@ std::string flight_recorder_json(const FlightRecorderDump& dump) {
   w.StartArray();
   for (const auto& e : dump.entries) entry(w, e, dump.rank);
   w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string flight_recorder_json(const FlightRecorderDump& dump) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  write_dump(w, dump);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+std::string flight_recorder_ranks_json(const std::vector<FlightRecorderDump>& dumps) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  key(w, "ranks");
+  w.StartObject();
+  for (const auto& d : dumps) {
+    key(w, std::to_string(d.rank));
+    write_dump(w, d);
+  }
+  w.EndObject();
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
 }

@@ -1,11 +1,10 @@
 // The flight recorder's dump as JSON in PyTorch's FlightRecorder layout
 // (version "2.10", API.md 8), so PyTorch's trace analyzer reads it.
-// JSON belongs in api/ (DESIGN.md: JSON stays at the edge); this encoder
-// lives here until GET /v1/flight-recorder is wired, then moves to api/.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ops/dist/flight_recorder.h"
 #include "ops/dtype.h"
@@ -16,5 +15,7 @@ namespace tensord::dist {
 std::string_view pytorch_scalar_type_name(DType t);
 
 std::string flight_recorder_json(const FlightRecorderDump& dump);
+// GET /v1/flight-recorder without ?rank: {"ranks": {"0": dump, ...}}.
+std::string flight_recorder_ranks_json(const std::vector<FlightRecorderDump>& dumps);
 
 }  // namespace tensord::dist

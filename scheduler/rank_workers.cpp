@@ -1,0 +1,171 @@
+#include "scheduler/rank_workers.h"
+
+#include <atomic>
+#include <utility>
+
+#include "ops/dist/dist_ops.h"
+#include "ops/dist/flight_recorder.h"
+#include "ops/dist/gloo_process_group.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+// A local rank: its thread, running the parts posted to it in order.
+struct RankWorkers::Rank {
+  std::shared_ptr<dist::FlightRecorder> recorder;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;
+  bool stop = false;
+  std::thread thread;
+
+  void loop() {
+    for (;;) {
+      std::function<void()> t;
+      {
+        std::unique_lock lk(mu);
+        cv.wait(lk, [this] { return stop || !tasks.empty(); });
+        if (tasks.empty()) return;
+        t = std::move(tasks.front());
+        tasks.pop_front();
+      }
+      t();
+    }
+  }
+  void post(std::function<void()> t) {
+    {
+      std::lock_guard lk(mu);
+      tasks.push_back(std::move(t));
+    }
+    cv.notify_one();
+  }
+};
+
+// One group over some ranks: member i's ProcessGroup lives in members[i].
+struct RankWorkers::Group {
+  std::string key_prefix;  // unique per generation: a replaced group never meets its successor
+  int64_t pg_id = 0;
+  std::vector<std::unique_ptr<dist::ProcessGroup>> members;
+};
+
+RankWorkers::RankWorkers(RankWorkersOptions opts) : opts_(std::move(opts)) {
+  dist::link_dist_ops();
+  TENSORD_CHECK(opts_.ranks >= 1, kInvalidArgument, "--ranks must be at least 1");
+  store_ = dist::make_hash_store();
+  for (int r = 0; r < opts_.ranks; ++r) {
+    auto rk = std::make_unique<Rank>();
+    rk->recorder = std::make_shared<dist::FlightRecorder>(r, opts_.flight_recorder_entries);
+    rk->recorder->set_comm_lib_version(dist::GlooProcessGroup::version());
+    rk->device = dist::make_tcp_device("127.0.0.1");
+    Rank* raw = rk.get();
+    rk->thread = std::thread([raw] { raw->loop(); });
+    ranks_.push_back(std::move(rk));
+  }
+}
+
+RankWorkers::~RankWorkers() {
+  for (auto& r : ranks_) {
+    {
+      std::lock_guard lk(r->mu);
+      r->stop = true;
+    }
+    r->cv.notify_one();
+  }
+  for (auto& r : ranks_) r->thread.join();
+  std::map<std::string, std::shared_ptr<Group>> groups;
+  std::vector<std::thread> reapers;
+  {
+    std::lock_guard lk(groups_mu_);
+    groups.swap(groups_);
+    reapers.swap(reapers_);
+  }
+  groups.clear();
+  for (auto& t : reapers) t.join();
+}
+
+std::shared_ptr<dist::FlightRecorder> RankWorkers::recorder(int r) const {
+  return ranks_.at(static_cast<size_t>(r))->recorder;
+}
+
+dist::ProcessGroup& RankWorkers::group_of(const std::vector<int>& ranks, size_t index) {
+  const std::string name = dist::group_name(ranks, size());
+  std::shared_ptr<Group> g;
+  {
+    std::lock_guard lk(groups_mu_);
+    auto& slot = groups_[name];
+    if (!slot) {
+      slot = std::make_shared<Group>();
+      slot->key_prefix = name + "#" + std::to_string(generation_++);
+      slot->pg_id = next_pg_id_++;
+      slot->members.resize(ranks.size());
+    }
+    g = slot;
+  }
+  // Each member fills its own slot, on its own thread, and only while no
+  // other run can touch the group (run_mu_).
+  auto& member = g->members[index];
+  if (!member) {
+    const int local = ranks[index];
+    Rank& rk = *ranks_[static_cast<size_t>(local)];
+    dist::ProcessGroupOptions po;
+    po.name = name;
+    po.global_ranks = ranks;
+    po.pg_id = g->pg_id;
+    po.timeout = opts_.collective_timeout;
+    po.recorder = rk.recorder;
+    po.on_collective = opts_.on_collective;
+    dist::GlooOptions go;
+    go.store = store_;
+    go.key_prefix = g->key_prefix;
+    go.device = rk.device;
+    go.rendezvous_timeout = opts_.collective_timeout;
+    member = std::make_unique<dist::GlooProcessGroup>(static_cast<int>(index), static_cast<int>(ranks.size()),
+                                                      std::move(po), std::move(go));
+  }
+  return *member;
+}
+
+std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, const Part& part,
+                                                 const std::function<void()>& tick) {
+  for (int r : ranks) {
+    TENSORD_CHECK(r >= 0 && r < size(), kInvalidArgument,
+                  "rank " + std::to_string(r) + " is not one of this server's " + std::to_string(size()));
+  }
+  std::lock_guard run_lock(run_mu_);
+  const size_t n = ranks.size();
+  std::vector<std::exception_ptr> errors(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = n;
+  for (size_t i = 0; i < n; ++i) {
+    ranks_[static_cast<size_t>(ranks[i])]->post([&, i] {
+      try {
+        part(i, group_of(ranks, i));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      std::lock_guard lk(mu);
+      if (--left == 0) cv.notify_all();
+    });
+  }
+  std::unique_lock lk(mu);
+  while (!cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return left == 0; })) {
+    lk.unlock();
+    if (tick) tick();
+    lk.lock();
+  }
+  return errors;
+}
+
+void RankWorkers::retire(const std::vector<int>& ranks) {
+  std::lock_guard lk(groups_mu_);
+  auto it = groups_.find(dist::group_name(ranks, size()));
+  if (it == groups_.end()) return;
+  // Destroying a member waits for its running collective (bounded by the
+  // collective timeout): not on the job's thread.
+  reapers_.emplace_back([g = std::move(it->second)]() mutable { g.reset(); });
+  groups_.erase(it);
+}
+
+}  // namespace tensord

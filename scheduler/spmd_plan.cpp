@@ -1,0 +1,220 @@
+#include "scheduler/spmd_plan.h"
+
+#include <algorithm>
+
+#include "ops/dist/dim_layout.h"
+#include "ops/dist/dist_ops.h"
+#include "ops/dist/process_group.h"
+#include "ops/dist/spmd_infer.h"
+#include "ops/error.h"
+
+namespace tensord {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& m) {
+  throw Error(ErrorCode::kBadRequest, m);
+}
+
+std::vector<int> group_ranks(const SpmdRequest& s, int world) {
+  std::vector<int> ranks;
+  if (s.count > 0) {
+    if (s.count != world) {
+      bad("request.ranks is " + std::to_string(s.count) + " but this server's world has " + std::to_string(world) +
+          " ranks (a subgroup is a list: \"ranks\": [0, 1])");
+    }
+    for (int r = 0; r < world; ++r) ranks.push_back(r);
+    return ranks;
+  }
+  if (s.ranks.empty()) bad("request.ranks must name at least one rank");
+  std::set<int> seen;
+  for (int r : s.ranks) {
+    if (r < 0 || r >= world) {
+      bad("request.ranks: rank " + std::to_string(r) + " is outside the world of " + std::to_string(world) + " ranks");
+    }
+    if (!seen.insert(r).second) bad("request.ranks: rank " + std::to_string(r) + " is listed twice");
+  }
+  return s.ranks;
+}
+
+// torch.tensor_split(t, n, dim): the first (len % n) parts one longer.
+std::vector<Tensor> split(const std::string& name, const Tensor& t, int64_t dim, size_t n) {
+  if (t.dim() == 0) bad("inputs." + name + ": a 0-d tensor cannot be sharded");
+  const int64_t nd = t.dim();
+  const int64_t d = dim < 0 ? dim + nd : dim;
+  if (d < 0 || d >= nd) {
+    bad("inputs." + name + ": shard dim " + std::to_string(dim) + " is out of range for " + t.meta().str());
+  }
+  const Tensor src = t.to_host();
+  const dist::DimLayout l(src.shape(), d, dtype_size(src.dtype()));
+  std::vector<Tensor> parts;
+  const auto ni = static_cast<int64_t>(n);
+  int64_t start = 0;
+  for (int64_t i = 0; i < ni; ++i) {
+    const int64_t count = l.len / ni + (i < l.len % ni ? 1 : 0);
+    Shape s = src.shape();
+    s[static_cast<size_t>(d)] = count;
+    Tensor part = Tensor::empty_host(src.dtype(), s);
+    if (part.nbytes() > 0) dist::copy_slices_out(src.data(), l, start, count, part.data());
+    parts.push_back(std::move(part));
+    start += count;
+  }
+  return parts;
+}
+
+std::vector<std::map<std::string, Tensor>> rank_inputs(const JobSpec& spec, size_t n) {
+  std::vector<std::map<std::string, Tensor>> in(n, spec.inputs);
+  for (const auto& [name, si] : spec.spmd->inputs) {
+    if (spec.inputs.count(name)) bad("input '" + name + "' is given twice");
+    std::vector<Tensor> parts = si.shard.defined() ? split(name, si.shard, si.dim, n) : si.per_rank;
+    if (parts.size() != n) {
+      bad("inputs." + name + ": " + std::to_string(parts.size()) + " per_rank tensors for a group of " +
+          std::to_string(n) + " ranks");
+    }
+    for (size_t i = 0; i < n; ++i) in[i][name] = std::move(parts[i]);
+  }
+  return in;
+}
+
+const TensorMeta& operand_meta(const CompiledProgram& cp, const BoundNode& b) {
+  return cp.values[static_cast<size_t>(b.tensor_params[0][0])].meta;
+}
+
+// Ranks must agree at each collective before any enters it: equal metas
+// (all_gather: equal but along its dim).
+void check_collectives(const SpmdPlan& p) {
+  const CompiledProgram& first = p.programs[0];
+  for (size_t k = 0; k < first.nodes.size(); ++k) {
+    const BoundNode& b = first.nodes[k];
+    if (!b.op || !dist::is_collective_op(b.op->name) || b.tensor_params.empty() || b.tensor_params[0].empty()) continue;
+    const TensorMeta& m0 = operand_meta(first, b);
+    int64_t gather_dim = -1;
+    if (b.op->name == "dist.all_gather") {
+      gather_dim = b.attrs[1].to_int("dim");
+      if (gather_dim < 0) gather_dim += m0.dim();
+    }
+    for (size_t i = 1; i < p.programs.size(); ++i) {
+      const TensorMeta& mi = operand_meta(p.programs[i], p.programs[i].nodes[k]);
+      const std::string where = b.op->name + ": rank " + std::to_string(p.ranks[i]) + " has " + mi.str() +
+                                " where rank " + std::to_string(p.ranks[0]) + " has " + m0.str();
+      if (mi.dtype != m0.dtype) throw Error(ErrorCode::kDtypeMismatch, where, b.id);
+      bool same = mi.shape.size() == m0.shape.size();
+      for (size_t d = 0; same && d < mi.shape.size(); ++d) {
+        same = static_cast<int64_t>(d) == gather_dim || mi.shape[d] == m0.shape[d];
+      }
+      if (!same) throw Error(ErrorCode::kShapeMismatch, where, b.id);
+    }
+  }
+}
+
+bool seeded(const BoundNode& b) {
+  const int i = b.op->param_index("seed");
+  return i >= 0 && !b.attrs[static_cast<size_t>(i)].is_none();
+}
+
+// Which values are equal on every rank: replicated inputs, stored tensors
+// and constants; the results of all_reduce, all_gather and broadcast; and
+// of any other node whose operands all are (random ops only with a seed).
+// A control-flow node counts as any other node.
+std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest& s) {
+  std::set<int> rep;
+  for (size_t v = 0; v < cp.values.size(); ++v) {
+    const ValueInfo& vi = cp.values[v];
+    if (vi.source == ValueInfo::Source::kStored || vi.source == ValueInfo::Source::kConstant ||
+        (vi.source == ValueInfo::Source::kInput && !s.inputs.count(vi.name))) {
+      rep.insert(static_cast<int>(v));
+    }
+  }
+  for (const BoundNode& b : cp.nodes) {  // topological order
+    bool r = true;
+    const std::string& op = b.op ? b.op->name : std::string();
+    if (op == "dist.all_reduce" || op == "dist.all_gather" || op == "dist.broadcast") {
+      r = true;
+    } else if (op == "dist.reduce_scatter" || op == "dist.all_to_all" || ((op == "rand" || op == "randn") && !seeded(b))) {
+      r = false;
+    } else {
+      for (const auto& ids : b.tensor_params) {
+        for (int v : ids) r = r && rep.count(v) > 0;
+      }
+    }
+    if (r) rep.insert(b.outputs.begin(), b.outputs.end());
+  }
+  return rep;
+}
+
+void check_stored_writes(const SpmdPlan& p, const JobSpec& spec) {
+  const CompiledProgram& cp = p.programs[0];
+  for (const BoundNode& b : cp.nodes) {
+    // In-place writes to stored tensors and the optimizers (which write
+    // params and state through the job's StoredIO) commit rank 0's values:
+    // every rank's must be the same.
+    const bool writes = !b.writes_stored.empty() || (b.op && b.op->name.starts_with("optim."));
+    if (!writes) continue;
+    for (const auto& ids : b.tensor_params) {
+      for (int v : ids) {
+        if (!p.replicated.count(v)) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      b.op->name + " writes stored tensors from '" + cp.values[static_cast<size_t>(v)].name +
+                          "', which differs across ranks (all_reduce it first)",
+                      b.id);
+        }
+      }
+    }
+  }
+  for (const auto& [output, stored] : spec.store) {
+    if (!p.is_replicated_output(output)) {
+      throw Error(ErrorCode::kInvalidArgument, "store: output '" + output + "' differs across ranks; only a " +
+                                                   "replicated value can become stored tensor '" + stored + "'");
+    }
+  }
+}
+
+}  // namespace
+
+bool SpmdPlan::is_replicated_output(const std::string& name) const {
+  for (const auto& [o, id] : programs[0].outputs) {
+    if (o == name) return replicated.count(id) > 0;
+  }
+  return false;
+}
+
+SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
+  SpmdPlan p;
+  p.ranks = group_ranks(*spec.spmd, world);
+  p.group = dist::group_name(p.ranks, world);
+  const size_t n = p.ranks.size();
+  p.inputs = rank_inputs(spec, n);
+
+  // Compile every rank; an all_gather's result extent depends on every
+  // rank's operand, so compile again with the extents seen until they
+  // settle (one more pass per chained gather of uneven parts).
+  std::map<std::string, std::vector<int64_t>> extents;
+  for (int pass = 0;; ++pass) {
+    p.programs.clear();
+    std::map<std::string, std::vector<int64_t>> seen;
+    for (size_t i = 0; i < n; ++i) {
+      dist::SpmdInferContext ic;
+      ic.group_size = static_cast<int>(n);
+      ic.gather_extents = extents;
+      std::map<std::string, TensorMeta> metas;
+      for (const auto& [name, t] : p.inputs[i]) metas[name] = t.meta();
+      {
+        dist::SpmdInferScope scope(ic);
+        p.programs.push_back(compile_program(spec.program, metas, stored));
+      }
+      for (const auto& [node, e] : ic.seen_extents) {
+        auto& v = seen[node];
+        v.resize(n, 0);
+        v[i] = e;
+      }
+    }
+    if (seen == extents || pass == 16) break;
+    extents = std::move(seen);
+  }
+  check_collectives(p);
+  p.replicated = replicated_values(p.programs[0], *spec.spmd);
+  check_stored_writes(p, spec);
+  return p;
+}
+
+}  // namespace tensord

@@ -155,6 +155,12 @@ std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, 
     if (tick) tick();
     lk.lock();
   }
+  for (const auto& e : errors) {
+    if (e) {
+      retire(ranks);
+      break;
+    }
+  }
   return errors;
 }
 

@@ -68,12 +68,12 @@ class RankWorkers {
   // that rank's group over `ranks`, and returns when every part returned:
   // their exceptions by index (null for a part that succeeded). `tick` runs
   // on the caller's thread every few milliseconds meanwhile (a job watches
-  // its cancel flag and deadline there). One call at a time.
+  // its cancel flag and deadline there). One call at a time. When a part
+  // failed, a collective may be left pending on the others: the group is
+  // replaced before the next call, whose use joins a new one.
   using Part = std::function<void(size_t index, dist::ProcessGroup& group)>;
   std::vector<std::exception_ptr> run(const std::vector<int>& ranks, const Part& part,
                                       const std::function<void()>& tick);
-  // Replaces the group over `ranks`: its next use joins a new one.
-  void retire(const std::vector<int>& ranks);
   // Local rank r's flight recorder.
   std::shared_ptr<dist::FlightRecorder> recorder(int r) const;
 
@@ -83,6 +83,8 @@ class RankWorkers {
   // Rank `r`'s part of the group over `ranks` (its member `index`),
   // joining it first when it does not exist yet. Runs on rank r's thread.
   dist::ProcessGroup& group_of(const std::vector<int>& ranks, size_t index);
+  // Drops the group over `ranks` (run_mu_ held, no part running).
+  void retire(const std::vector<int>& ranks);
 
   const RankWorkersOptions opts_;
   std::shared_ptr<gloo::rendezvous::Store> store_;

@@ -130,7 +130,8 @@ std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest& s)
     const std::string& op = b.op ? b.op->name : std::string();
     if (op == "dist.all_reduce" || op == "dist.all_gather" || op == "dist.broadcast") {
       r = true;
-    } else if (op == "dist.reduce_scatter" || op == "dist.all_to_all" || ((op == "rand" || op == "randn") && !seeded(b))) {
+    } else if (op == "dist.reduce_scatter" || op == "dist.all_to_all" ||
+               ((op == "rand" || op == "randn") && !seeded(b))) {
       r = false;
     } else {
       for (const auto& ids : b.tensor_params) {

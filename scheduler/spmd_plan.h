@@ -17,10 +17,10 @@
 namespace tensord {
 
 struct SpmdPlan {
-  std::vector<int> ranks;  // the group's ranks, in its order
-  std::string group;       // "world", "ranks:1,3"
-  std::vector<CompiledProgram> programs;               // per member
-  std::vector<std::map<std::string, Tensor>> inputs;   // per member
+  std::vector<int> ranks;                             // the group's ranks, in its order
+  std::string group;                                  // "world", "ranks:1,3"
+  std::vector<CompiledProgram> programs;              // per member
+  std::vector<std::map<std::string, Tensor>> inputs;  // per member
   // Value ids of programs[0] (every member's program has the same values
   // and nodes) equal on every rank.
   std::set<int> replicated;

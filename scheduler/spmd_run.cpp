@@ -55,13 +55,10 @@ std::vector<ExecResult> run_spmd(const SpmdPlan& plan, RankWorkers& workers, con
     }
   }
   if (!first && !first_cancel) return results;
-  // A member may have left a collective pending on the others: the next
-  // job gets a fresh group.
-  workers.retire(plan.ranks);
   if (first) std::rethrow_exception(first);
   if (!cancelled.load() && std::chrono::steady_clock::now() >= base.deadline) {
-    throw Error(ErrorCode::kDeadlineExceeded, "the job's deadline passed while its ranks ran (group " + plan.group +
-                                                  "): " + first_cancel->message());
+    throw Error(ErrorCode::kDeadlineExceeded,
+                "the job's deadline passed while its ranks ran (group " + plan.group + "): " + first_cancel->message());
   }
   throw *first_cancel;
 }

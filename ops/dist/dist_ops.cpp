@@ -218,6 +218,8 @@ void add_barrier(OpRegistry& r) {
   OpDef op;
   op.name = "dist.barrier";
   op.doc = "Returns when every rank of the group reached it; no operands, no outputs.";
+  op.dtypes = dtypes_all();  // no operands: no dtype is refused
+  op.dtype_note = "takes no tensors";
   op.infer = [](const OpArgs<TensorMeta>&) { return std::vector<TensorMeta>{}; };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>&) {
     if (ctx.group) wait_for(*ctx.group->barrier(), ctx);

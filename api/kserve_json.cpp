@@ -122,8 +122,9 @@ struct BinaryInput {
 void check_bool_bytes(const Tensor& t, const std::string& name) {
   const auto* p = static_cast<const unsigned char*>(t.data());
   for (size_t i = 0; i < t.nbytes(); ++i) {
-    if (p[i] > 1) bad("input " + quoted(name) + ": BOOL element " + std::to_string(i) + " is byte " +
-                      std::to_string(p[i]) + ", not 0 or 1");
+    if (p[i] > 1)
+      bad("input " + quoted(name) + ": BOOL element " + std::to_string(i) + " is byte " + std::to_string(p[i]) +
+          ", not 0 or 1");
   }
 }
 

@@ -74,8 +74,7 @@ std::optional<size_t> parse_inference_header_length(const std::string& value);
 // none twice), binary_data_size against shape and datatype, the body's
 // length against the header and the sizes, and the requested outputs
 // against the model's. `body` may be parsed in place (left unusable).
-KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_t> header_length,
-                                          const KServeModel& m);
+KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_t> header_length, const KServeModel& m);
 
 // An infer response: `header` is the JSON; `binary` the tensors whose bytes
 // follow it, in order (empty: a plain JSON response).

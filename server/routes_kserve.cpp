@@ -50,8 +50,8 @@ KServeModel model_of(const CapturedGraph& g) {
 // Answers an /infer from its replay's end: the requested outputs as KServe
 // JSON, with the binary ones' bytes after it (written from the tensors' own
 // memory), or the job's error.
-void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, std::string model,
-                  std::optional<std::string> id, std::vector<KServeOutputRequest> wanted) {
+void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, std::string model, std::optional<std::string> id,
+                  std::vector<KServeOutputRequest> wanted) {
   std::shared_ptr<const JobResult> res;
   std::optional<Error> err;
   try {
@@ -64,31 +64,30 @@ void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, std::strin
     for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
   }
   constexpr size_t kInlineEncodeBytes = 16 << 10;  // as answer_job: more is encoded on the handler pool
-  reply->finish(bytes > kInlineEncodeBytes, [res, err, model = std::move(model), id = std::move(id),
-                                             wanted = std::move(wanted)]() {
-    if (err) throw *err;
-    std::vector<std::pair<KServeOutputRequest, Tensor>> outs;
-    for (const auto& w : wanted) {
-      for (const auto& [name, t] : res->outputs) {
-        if (name == w.name) outs.emplace_back(w, t);
-      }
-    }
-    KServeInferResponse kr = kserve_infer_response(model, id, outs);
-    HttpResponse resp;
-    if (!kr.binary.empty()) {
-      resp.content_type = "application/octet-stream";
-      resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(kr.header.size()));
-      for (const Tensor& t : kr.binary) {
-        if (t.nbytes()) resp.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
-      }
-    }
-    resp.body = std::move(kr.header);
-    return resp;
-  });
+  reply->finish(bytes > kInlineEncodeBytes,
+                [res, err, model = std::move(model), id = std::move(id), wanted = std::move(wanted)]() {
+                  if (err) throw *err;
+                  std::vector<std::pair<KServeOutputRequest, Tensor>> outs;
+                  for (const auto& w : wanted) {
+                    for (const auto& [name, t] : res->outputs) {
+                      if (name == w.name) outs.emplace_back(w, t);
+                    }
+                  }
+                  KServeInferResponse kr = kserve_infer_response(model, id, outs);
+                  HttpResponse resp;
+                  if (!kr.binary.empty()) {
+                    resp.content_type = "application/octet-stream";
+                    resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(kr.header.size()));
+                    for (const Tensor& t : kr.binary) {
+                      if (t.nbytes()) resp.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
+                    }
+                  }
+                  resp.body = std::move(kr.header);
+                  return resp;
+                });
 }
 
-void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store,
-                      const std::string& prefix) {
+void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store, const std::string& prefix) {
   r.add("GET", prefix, [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
     return json_response(200, kserve_model_metadata_json(model_of(*find_model(*store, req, tenant))));
@@ -111,8 +110,8 @@ void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
         auto g = find_model(*store, req, tenant);
         const std::string& encoding = req.header("content-encoding");
         if (!encoding.empty() && encoding != "identity") {
-          throw Error(ErrorCode::kBadRequest, "Content-Encoding '" + encoding.substr(0, 32) +
-                                                  "' is not supported; send the body uncompressed");
+          throw Error(ErrorCode::kBadRequest,
+                      "Content-Encoding '" + encoding.substr(0, 32) + "' is not supported; send the body uncompressed");
         }
         KServeModel m = model_of(*g);
         KServeInferRequest ir = kserve_infer_from_body(

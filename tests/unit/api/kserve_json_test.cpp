@@ -168,10 +168,9 @@ TEST(KServeJson, ResponseJsonAndBinary) {
   Tensor t = Tensor::empty_host(DType::kInt64, {});
   t.data_ptr<int64_t>()[0] = 7;
   KServeInferResponse r = kserve_infer_response("m", std::string("id1"), {{{"y", false}, y}, {{"t", true}, t}});
-  EXPECT_EQ(r.header,
-            R"({"model_name":"m","model_version":"1","id":"id1","outputs":[{"name":"y","datatype":"FP32",)"
-            R"("shape":[2],"data":[1.5,-2.0]},{"name":"t","datatype":"INT64","shape":[],)"
-            R"("parameters":{"binary_data_size":8}}]})");
+  EXPECT_EQ(r.header, R"({"model_name":"m","model_version":"1","id":"id1","outputs":[{"name":"y","datatype":"FP32",)"
+                      R"("shape":[2],"data":[1.5,-2.0]},{"name":"t","datatype":"INT64","shape":[],)"
+                      R"("parameters":{"binary_data_size":8}}]})");
   ASSERT_EQ(r.binary.size(), 1u);
   EXPECT_EQ(r.binary[0].data(), t.data()) << "the tensor's own memory, not a copy";
   r = kserve_infer_response("m", std::nullopt, {{{"y", false}, y}});

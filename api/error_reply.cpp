@@ -51,6 +51,17 @@ std::string clip(const std::string& s) {
   return s.size() > kMax ? valid_utf8(std::string_view(s).substr(0, kMax)) + "..." : valid_utf8(s);
 }
 
+// KServe v2's error body (API.md 11).
+std::string kserve_error_json(const std::string& message) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("error");
+  write_string(w, clip(message));
+  w.EndObject();
+  return json_text(sb);
+}
+
 const std::string kFallbackBody = error_json("internal", "internal error", "", std::nullopt);
 
 }  // namespace
@@ -79,10 +90,16 @@ std::string error_json(std::string_view code, const std::string& message, const 
   return json_text(sb);
 }
 
-HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s) {
+ErrorStyle error_style_for(std::string_view path) {
+  path = path.substr(0, path.find('?'));
+  return path == "/v2" || path.starts_with("/v2/") ? ErrorStyle::kKServe : ErrorStyle::kTensord;
+}
+
+HttpResponse error_reply(const Error& e, const std::string& request_id, int retry_after_s, ErrorStyle style) {
   HttpResponse r;
   r.status = http_status(e.code());
-  r.body = error_json(error_code_name(e.code()), e.message(), e.node(), request_id);
+  r.body = style == ErrorStyle::kKServe ? kserve_error_json(e.message())
+                                        : error_json(error_code_name(e.code()), e.message(), e.node(), request_id);
   if (r.status == 429 || r.status == 503) {  // 503: draining or not ready; a retry elsewhere or later works
     int ra = retry_after_s > 0 ? retry_after_s : e.retry_after_s();
     r.headers.emplace_back("Retry-After", std::to_string(ra < 1 ? 1 : ra));
@@ -92,11 +109,12 @@ HttpResponse error_reply(const Error& e, const std::string& request_id, int retr
 }
 
 HttpResponse method_not_allowed_reply(const std::string& message, const std::string& allowed,
-                                      const std::string& request_id) {
+                                      const std::string& request_id, ErrorStyle style) {
   HttpResponse r;
   r.status = 405;
   r.headers.emplace_back("Allow", allowed);
-  r.body = error_json("method_not_allowed", message, "", request_id);
+  r.body = style == ErrorStyle::kKServe ? kserve_error_json(message)
+                                        : error_json("method_not_allowed", message, "", request_id);
   return r;
 }
 

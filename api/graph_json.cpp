@@ -37,6 +37,24 @@ TensorMeta spec_from_json(const rapidjson::Value& v, const std::string& where) {
   return m;
 }
 
+std::string graph_name_from_json(const rapidjson::Value& v) {
+  if (!v.IsString()) bad("request.name must be a string of [A-Za-z0-9_.-]");
+  std::string name(v.GetString(), v.GetStringLength());
+  if (name.empty() || name.size() > 128) bad("request.name must be 1 to 128 characters");
+  bool only_dots = true;
+  for (char c : name) {
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (!ok) bad("request.name may hold only A-Z a-z 0-9 _ . - (got '" + name.substr(0, 64) + "')");
+    only_dots = only_dots && c == '.';
+  }
+  if (only_dots) bad("request.name must not be only dots");
+  if (name.size() > 2 && name.starts_with("g-") && name.find_first_not_of("0123456789", 2) == std::string::npos) {
+    bad("request.name '" + name + "' looks like a graph id; pick another");
+  }
+  return name;
+}
+
 }  // namespace
 
 GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
@@ -60,6 +78,9 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
       if (v.IsNull()) continue;
       if (!v.IsString()) bad("request.pool must be a graph id");
       r.pool.assign(v.GetString(), v.GetStringLength());
+    } else if (key == "name") {
+      if (v.IsNull()) continue;
+      r.name = graph_name_from_json(v);
     } else if (key != "program") {
       unknown_request_field(key);
     }
@@ -85,13 +106,19 @@ JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string
   return s;
 }
 
-std::string graph_info_to_json(const std::string& id, int64_t nodes, int64_t bytes, int64_t replays,
-                               const std::string& pool) {
+std::string graph_info_to_json(const std::string& id, const std::string& name, int64_t nodes, int64_t bytes,
+                               int64_t replays, const std::string& pool) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
   w.Key("id");
   w.String(id.c_str(), static_cast<rapidjson::SizeType>(id.size()));
+  w.Key("name");
+  if (name.empty()) {
+    w.Null();
+  } else {
+    w.String(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+  }
   w.Key("nodes");
   w.Int64(nodes);
   w.Key("bytes");

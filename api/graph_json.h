@@ -16,17 +16,20 @@ struct GraphCaptureRequest {
   Program program;
   std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
   std::string pool;                          // share the pool of this graph; empty: a new pool
+  std::string name;                          // optional model name (API.md 11); empty: none
 };
 
-// {program, inputs?: {name: {dtype, shape}}, pool?: "<graph id>"}.
+// {program, inputs?: {name: {dtype, shape}}, pool?: "<graph id>", name?}.
+// A name is 1..128 of [A-Za-z0-9_.-], not only dots (a path segment "..")
+// and not shaped like a graph id ("g-" and digits), which it would shadow.
 GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req);
 
 // {inputs, store?, return?, deadline_ms?, priority?}: a JobSpec without a
 // program. `file_inputs` came in a safetensors body.
 JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
 
-// {id, nodes, bytes, replays, is_capturing, pool}.
-std::string graph_info_to_json(const std::string& id, int64_t nodes, int64_t bytes, int64_t replays,
-                               const std::string& pool);
+// {id, name, nodes, bytes, replays, is_capturing, pool}; name null when unset.
+std::string graph_info_to_json(const std::string& id, const std::string& name, int64_t nodes, int64_t bytes,
+                               int64_t replays, const std::string& pool);
 
 }  // namespace tensord

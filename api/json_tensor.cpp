@@ -368,6 +368,49 @@ void write_elements(W& w, const Tensor& t) {
   }
 }
 
+// "data" (nested or flat row-major) as a tensor of `dtype` (inferred when
+// absent) and `shape` (read off the nesting when absent).
+Tensor tensor_from_data(const Value& data, std::optional<DType> dtype, const std::optional<Shape>& given_shape,
+                        const std::string& what) {
+  const bool complex = dtype && is_complex(*dtype);
+  const int depth = data_depth(data, complex, what);
+  Shape shape;
+  Layout layout = Layout::kNested;
+  if (given_shape) {
+    shape = *given_shape;
+    int64_t numel = checked_numel(shape, what);
+    if (depth == static_cast<int>(shape.size())) {
+      layout = Layout::kNested;
+    } else if (depth == 1) {
+      layout = Layout::kFlat;
+      if (static_cast<int64_t>(data.Size()) != numel) {
+        fail(what, "data has " + std::to_string(data.Size()) + " elements, shape " + shape_str(shape) + " needs " +
+                       std::to_string(numel));
+      }
+    } else {
+      fail(what, "data nested " + std::to_string(depth) + " deep matches neither shape " + shape_str(shape) +
+                     " nor a flat list" + (complex ? " (complex elements are [re, im])" : ""));
+    }
+  } else {
+    shape = infer_shape(data, depth);
+    checked_numel(shape, what);
+  }
+
+  DType dt = dtype ? *dtype : infer_dtype(data, layout, shape, what);
+  // Nested data must match the shape before the tensor is allocated: the
+  // shape (given, or read off the first element of each level) only claims a
+  // size, and {"shape": [3709551615], "data": []} must not ask for 15 GB.
+  // (infer_dtype has walked the nesting already; a flat list was counted.)
+  if (dtype && layout == Layout::kNested) walk(data, layout, shape, what, [](const Value&, int64_t) {});
+  Tensor t = Tensor::empty_host(dt, shape);
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = t.data_ptr<T>();
+    walk(data, layout, shape, what, [&](const Value& e, int64_t idx) { parse_leaf<T>(e, out, idx, what); });
+  });
+  return t;
+}
+
 }  // namespace
 
 Tensor tensor_from_json(const Value& v, const std::string& what) {
@@ -404,45 +447,9 @@ Tensor tensor_from_json(const Value& v, const std::string& what) {
   if (data_v && b64_v) fail(what, "give either \"data\" or \"b64\", not both");
   if (b64_v) return tensor_from_b64(*b64_v, dtype, shape_v, what);
   if (!data_v) fail(what, "a tensor needs \"data\" or \"b64\"");
-  const Value& data = *data_v;
-
-  const bool complex = dtype && is_complex(*dtype);
-  const int depth = data_depth(data, complex, what);
-  Shape shape;
-  Layout layout = Layout::kNested;
-  if (shape_v) {
-    shape = parse_shape(*shape_v, what);
-    int64_t numel = checked_numel(shape, what);
-    if (depth == static_cast<int>(shape.size())) {
-      layout = Layout::kNested;
-    } else if (depth == 1) {
-      layout = Layout::kFlat;
-      if (static_cast<int64_t>(data.Size()) != numel) {
-        fail(what, "data has " + std::to_string(data.Size()) + " elements, shape " + shape_str(shape) + " needs " +
-                       std::to_string(numel));
-      }
-    } else {
-      fail(what, "data nested " + std::to_string(depth) + " deep matches neither shape " + shape_str(shape) +
-                     " nor a flat list" + (complex ? " (complex elements are [re, im])" : ""));
-    }
-  } else {
-    shape = infer_shape(data, depth);
-    checked_numel(shape, what);
-  }
-
-  DType dt = dtype ? *dtype : infer_dtype(data, layout, shape, what);
-  // Nested data must match the shape before the tensor is allocated: the
-  // shape (given, or read off the first element of each level) only claims a
-  // size, and {"shape": [3709551615], "data": []} must not ask for 15 GB.
-  // (infer_dtype has walked the nesting already; a flat list was counted.)
-  if (dtype && layout == Layout::kNested) walk(data, layout, shape, what, [](const Value&, int64_t) {});
-  Tensor t = Tensor::empty_host(dt, shape);
-  dispatch_dtype(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* out = t.data_ptr<T>();
-    walk(data, layout, shape, what, [&](const Value& e, int64_t idx) { parse_leaf<T>(e, out, idx, what); });
-  });
-  return t;
+  std::optional<Shape> shape;
+  if (shape_v) shape = parse_shape(*shape_v, what);
+  return tensor_from_data(*data_v, dtype, shape, what);
 }
 
 Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
@@ -455,6 +462,22 @@ Tensor tensor_from_json_body(std::string& body, const std::string& what) {
   rapidjson::Document doc;
   parse_json_insitu(body, doc, what);
   return tensor_from_json(doc, what);
+}
+
+Tensor tensor_from_json_data(const Value& data, DType dtype, const Shape& shape, const std::string& what) {
+  if (shape.size() > kMaxRank) {
+    fail(what,
+         "shape has rank " + std::to_string(shape.size()) + ", at most " + std::to_string(kMaxRank) + " is supported");
+  }
+  return tensor_from_data(data, dtype, shape, what);
+}
+
+template <class Writer>
+void tensor_data_to_json(const Tensor& t, Writer& w) {
+  TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);
+  w.StartArray();
+  dispatch_dtype(t.dtype(), [&](auto tag) { write_elements<Writer, typename decltype(tag)::type>(w, t); });
+  w.EndArray();
 }
 
 template <class Writer>
@@ -473,9 +496,7 @@ void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
     w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
   } else {
     w.Key("data");
-    w.StartArray();
-    dispatch_dtype(t.dtype(), [&](auto tag) { write_elements<Writer, typename decltype(tag)::type>(w, t); });
-    w.EndArray();
+    tensor_data_to_json(t, w);
   }
 }
 
@@ -510,6 +531,7 @@ template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 template void tensor_fields_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
 template void write_json_double<JsonWriter>(JsonWriter&, double);
+template void tensor_data_to_json<JsonWriter>(const Tensor&, JsonWriter&);
 template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);
 
 }  // namespace tensord

@@ -56,6 +56,9 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what);
 // payload is decoded from the body straight into the tensor; `body` is
 // left unescaped, not for reuse.
 Tensor tensor_from_json_body(std::string& body, const std::string& what);
+// Only the "data" value (nested or flat row-major, elements as above) of a
+// tensor whose dtype and shape are known (KServe v2 inputs, API.md 11).
+Tensor tensor_from_json_data(const rapidjson::Value& data, DType dtype, const Shape& shape, const std::string& what);
 
 // Writes a host tensor as one JSON value. Instantiated for
 // rapidjson::Writer<StringBuffer> and PrettyWriter<StringBuffer>.
@@ -66,6 +69,9 @@ std::string tensor_to_json_string(const Tensor& t, bool use_b64 = false);
 // caller opened (to add fields of its own, as "replicated").
 template <class Writer>
 void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64);
+// Only the flat row-major "data" list of a host tensor, elements as above.
+template <class Writer>
+void tensor_data_to_json(const Tensor& t, Writer& w);
 
 // A float64 scalar as a JSON number (shortest round-trip form) or, when not
 // finite, the string "nan" / "inf" / "-inf".
@@ -81,6 +87,7 @@ extern template void tensor_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool
 extern template void tensor_to_json<JsonPrettyWriter>(const Tensor&, JsonPrettyWriter&, bool);
 extern template void tensor_fields_to_json<JsonWriter>(const Tensor&, JsonWriter&, bool);
 extern template void write_json_double<JsonWriter>(JsonWriter&, double);
+extern template void tensor_data_to_json<JsonWriter>(const Tensor&, JsonWriter&);
 extern template void write_json_double<JsonPrettyWriter>(JsonPrettyWriter&, double);
 
 }  // namespace tensord

@@ -9,6 +9,10 @@
   time (the Server-Timing
   header: the whole request from headers read to response, so /v1/run's
   includes parsing and compiling the program), median of many;
+* the same graph called through KServe v2 (API.md 11:
+  POST /v2/models/{id}/infer, the same replay path) against its
+  /v1/graphs/{id}/replay, in JSON both ways and with the binary tensor data
+  extension both ways (target: /infer within 1.5x of replay);
 * the per-node replay overhead: the slope of the replay's server-side time
   between chains of 100 and 400 trivial ops (neg on 16 floats; the kernels'
   own time is included, so this is an upper bound), and the same slope of
@@ -137,8 +141,9 @@ class Conn:
         host, port = url.split("//", 1)[1].split(":")
         self.c = http.client.HTTPConnection(host, int(port), timeout=60)
 
-    def post(self, path, data):
-        self.c.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+    def post(self, path, data, headers=None):
+        self.c.request("POST", path, body=data,
+                       headers=headers if headers is not None else {"Content-Type": "application/json"})
         r = self.c.getresponse()
         body = r.read()
         if r.status >= 300:
@@ -153,22 +158,41 @@ def timed(conn, reqs, n, blocks=5, warm=10):
     blocks per entry, entries taking turns, so that drifting load on a shared
     machine hits each alike while each block runs back to back (warm caches,
     as a loop of replays would); each block starts with `warm` untimed ones."""
-    datas = [(path, json.dumps(body).encode()) for path, body in reqs]
+    # An entry is (path, JSON body) or (path, raw bytes, headers): a KServe
+    # infer, whose answer has no "job" (run_ms and queue_ms are then nan).
+    datas = [(e[0], e[1] if isinstance(e[1], bytes) else json.dumps(e[1]).encode(), e[2] if len(e) > 2 else None)
+             for e in reqs]
     cols = [{"rtt": [], "server": [], "run": [], "queue": []} for _ in datas]
     per = max(1, n // blocks)
     for _ in range(blocks):
-        for (path, data), col in zip(datas, cols):
+        for (path, data, headers), col in zip(datas, cols):
             for _ in range(warm):
-                conn.post(path, data)
+                conn.post(path, data, headers)
             for _ in range(per):
                 t0 = time.perf_counter()
-                r, raw = conn.post(path, data)
+                r, raw = conn.post(path, data, headers)
                 col["rtt"].append((time.perf_counter() - t0) * 1e3)
                 col["server"].append(server_ms(r))
-                job = json.loads(raw)["job"]
-                col["run"].append(job["run_ms"])
-                col["queue"].append(job["queue_ms"])
-    return [{k: statistics.median(v) for k, v in col.items()} for col in cols]
+                if (r.getheader("Content-Type") or "").startswith("application/json"):
+                    job = json.loads(raw).get("job")
+                    if job:
+                        col["run"].append(job["run_ms"])
+                        col["queue"].append(job["queue_ms"])
+    return [{k: statistics.median(v) if v else float("nan") for k, v in col.items()} for col in cols]
+
+
+def kserve_bodies(x):
+    """The KServe v2 infer bodies for input x (a tensor() dict): JSON in and
+    out, and binary in and out (as tritonclient.http sends them: JSON header,
+    then the bytes, Inference-Header-Content-Length, no Content-Type)."""
+    import struct
+    vals = x["data"]
+    js = {"inputs": [{"name": "x", "shape": x["shape"], "datatype": "FP32", "data": vals}]}
+    header = json.dumps({"inputs": [{"name": "x", "shape": x["shape"], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 4 * len(vals)}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    raw = header + struct.pack("<%df" % len(vals), *vals)
+    return js, raw, {"Inference-Header-Content-Length": str(len(header))}
 
 
 def capture(session, url, prog):
@@ -209,6 +233,14 @@ def main():
         a = s.post(url + "/v1/run", json={"program": prog, "inputs": {"x": x}}).json()["outputs"]
         b = s.post(url + "/v1/graphs/%s/replay" % gid, json={"inputs": {"x": x}}).json()["outputs"]
         same = all(a[k]["data"] == b[k]["data"] for k in a)
+
+        # The same graph through KServe v2: JSON, and binary both ways.
+        kjs, kraw, khdr = kserve_bodies(x)
+        infer_path = "/v2/models/%s/infer" % gid
+        k_rep, k_json, k_bin = timed(c, [("/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}}),
+                                         (infer_path, kjs), (infer_path, kraw, khdr)], args.requests)
+        kout = s.post(url + infer_path, json=kjs).json()["outputs"]
+        same_kserve = all(o["data"] == b[o["name"]]["data"] for o in kout) and len(kout) == len(b)
 
         slopes = {}
         for route in ("replay", "run"):
@@ -255,6 +287,18 @@ def main():
           "executor alone (run_ms) %.1fx; same outputs: %s"
           % (e2e, "met" if e2e >= 3 else "NOT met", srv, "met" if srv >= 10 else "NOT met",
              run["run"] / max(rep["run"], 1e-9), same))
+    print()
+    print("KServe v2 /infer vs /v1/graphs/{id}/replay, same graph, %d requests each (median ms):" % args.requests)
+    print()
+    print("| path | round trip ms | server ms (Server-Timing) | vs replay (round trip) | vs replay (server) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in (("replay (JSON)", k_rep), ("/infer JSON", k_json), ("/infer binary in+out", k_bin)):
+        print("| %s | %.3f | %.3f | %.2fx | %.2fx |"
+              % (name, r["rtt"], r["server"], r["rtt"] / k_rep["rtt"], r["server"] / k_rep["server"]))
+    worst = max(k_json["rtt"] / k_rep["rtt"], k_json["server"] / k_rep["server"])
+    print()
+    print("/infer (JSON) within %.2fx of replay (target <= 1.5x: %s); same outputs: %s"
+          % (worst, "met" if worst <= 1.5 else "NOT met", same_kserve))
     print()
     print("per-node cost, slope between 100- and 400-node chains of neg on float32[16] (us/node, kernel included):")
     print()

@@ -10,7 +10,9 @@ namespace tensord {
 
 std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
                                                    const std::shared_ptr<MemoryAccount>& account, Backend* backend,
-                                                   Device device, CompiledProgram cp, const std::string& pool_of) {
+                                                   Device device, CompiledProgram cp, const std::string& pool_of,
+                                                   const std::string& name) {
+  if (!name.empty()) check_name_free(tenant, name);
   std::shared_ptr<GraphPool> pool;
   std::string pool_id;
   if (!pool_of.empty()) {
@@ -37,9 +39,28 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
   g->pool = std::move(pool);
   g->id = "g-" + std::to_string(next_.fetch_add(1));
   g->pool_id = pool_id.empty() ? g->id : pool_id;
+  g->name = name;
   std::lock_guard<std::mutex> lk(mu_);
+  if (!name.empty()) {
+    // g (its buffers and pool chunks) is freed if the name went meanwhile.
+    if (names_.contains({tenant, name})) throw Error(ErrorCode::kConflict, "a graph named '" + name + "' exists");
+    names_[{tenant, name}] = g->id;
+  }
   graphs_[{tenant, g->id}] = g;
   return g;
+}
+
+void GraphStore::check_name_free(const std::string& tenant, const std::string& name) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (names_.contains({tenant, name})) throw Error(ErrorCode::kConflict, "a graph named '" + name + "' exists");
+}
+
+std::shared_ptr<CapturedGraph> GraphStore::find_by_name_or_id(const std::string& tenant,
+                                                              const std::string& model) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto n = names_.find({tenant, model});
+  auto it = graphs_.find({tenant, n == names_.end() ? model : n->second});
+  return it == graphs_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<CapturedGraph> GraphStore::find(const std::string& tenant, const std::string& id) const {
@@ -55,6 +76,7 @@ bool GraphStore::erase(const std::string& tenant, const std::string& id) {
   if (it == graphs_.end()) return false;
   g = std::move(it->second);
   graphs_.erase(it);
+  if (!g->name.empty()) names_.erase({tenant, g->name});
   return true;
 }
 

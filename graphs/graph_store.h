@@ -25,6 +25,7 @@ namespace tensord {
 
 struct CapturedGraph {
   std::string id;
+  std::string name;  // optional, unique per tenant (the KServe model name, API.md 11)
   std::string tenant;
   std::shared_ptr<const CompiledProgram> program;
   std::map<std::string, Tensor> buffers;  // static input buffers, by input name
@@ -50,19 +51,28 @@ class GraphStore {
   // Takes a compiled program, allocates its static input buffers on
   // `backend` (charged to `account`), binds its intermediates and outputs to
   // a pool (a new one, or the pool of the tenant's graph `pool_of`; not
-  // found if there is none) and builds its replay plan.
+  // found if there is none) and builds its replay plan. A non-empty `name`
+  // another of the tenant's graphs holds is conflict (checked again when
+  // the graph is stored, so two captures racing for a name get one each).
   std::shared_ptr<CapturedGraph> capture(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
                                          Backend* backend, Device device, CompiledProgram cp,
-                                         const std::string& pool_of = {});
+                                         const std::string& pool_of = {}, const std::string& name = {});
+  // Throws conflict when one of the tenant's graphs holds `name` (a check
+  // before the costly capture).
+  void check_name_free(const std::string& tenant, const std::string& name) const;
   // Null when absent or another tenant's.
   std::shared_ptr<CapturedGraph> find(const std::string& tenant, const std::string& id) const;
-  // False when absent. Memory is released once no replay holds the graph.
+  // By name, else by id; null when neither is the tenant's.
+  std::shared_ptr<CapturedGraph> find_by_name_or_id(const std::string& tenant, const std::string& model) const;
+  // False when absent. Frees its name. Memory is released once no replay
+  // holds the graph.
   bool erase(const std::string& tenant, const std::string& id);
   size_t size() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<CapturedGraph>> graphs_;
+  std::map<std::pair<std::string, std::string>, std::string> names_;  // (tenant, name) -> id
   std::atomic<int64_t> next_{1};
 };
 

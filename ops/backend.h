@@ -139,8 +139,9 @@ class Backend {
 
 // The compiled-in backends, CPU always first (ggml-backend-reg style).
 // `name` is "cpu", "cuda", "fake"; returns nullptr when not compiled in or
-// not usable on this machine (e.g. no CUDA device).
-std::unique_ptr<Backend> make_backend(std::string_view name, int threads = 0);
+// not usable on this machine (no CUDA device, or one the build's kernels
+// were not compiled for: ops/cuda_arch.h), saying why in `why_not`.
+std::unique_ptr<Backend> make_backend(std::string_view name, int threads = 0, std::string* why_not = nullptr);
 // Names of backends compiled into this binary.
 std::vector<std::string> compiled_backends();
 

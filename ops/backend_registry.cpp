@@ -7,11 +7,12 @@
 
 namespace tensord {
 
-std::unique_ptr<Backend> make_backend(std::string_view name, int threads) {
+std::unique_ptr<Backend> make_backend(std::string_view name, int threads, std::string* why_not) {
   if (name == "cpu") return std::make_unique<CpuBackend>(threads);
 #if defined(TENSORD_HAVE_CUDA)
-  if (name == "cuda") return make_cuda_backend();  // nullptr without a device
+  if (name == "cuda") return make_cuda_backend(why_not);  // nullptr without a usable device
 #endif
+  if (why_not) *why_not = "backend '" + std::string(name) + "' is not compiled into this binary";
   return nullptr;
 }
 

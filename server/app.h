@@ -40,7 +40,7 @@ void add_info_routes(Router& r, AppContext& app);
 void add_tensor_routes(Router& r, AppContext& app);
 void add_run_routes(Router& r, AppContext& app);
 void add_admin_routes(Router& r, AppContext& app);
-void add_graph_routes(Router& r, AppContext& app);
+// add_graph_routes and add_kserve_routes share a graph store: server/graph_routes.h
 // GET /v1/trace; GET /v1/stream without Upgrade (426). routes_observability.cpp
 void add_observability_routes(Router& r, AppContext& app);
 

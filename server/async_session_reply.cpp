@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "api/error_reply.h"
 #include "server/http_session.h"
 #include "server/server_state.h"
 
@@ -28,7 +29,7 @@ void AsyncSessionReply::start(HttpRequest& req) {
   try {
     session_->state_->router->dispatch_async(req, self);
   } catch (...) {
-    err = HttpSession::guarded([]() -> HttpResponse { throw; }, request_id_, method_, route_);
+    err = HttpSession::guarded([]() -> HttpResponse { throw; }, request_id_, method_, route_, error_style_for(route_));
   }
   trace_->detach();
   started_.store(true, std::memory_order_release);
@@ -36,7 +37,7 @@ void AsyncSessionReply::start(HttpRequest& req) {
 }
 
 HttpResponse AsyncSessionReply::build(const std::function<HttpResponse()>& make) const {
-  return HttpSession::guarded(make, request_id_, method_, route_);
+  return HttpSession::guarded(make, request_id_, method_, route_, error_style_for(route_));
 }
 
 void AsyncSessionReply::finish(bool heavy, std::function<HttpResponse()> make) {

@@ -75,21 +75,21 @@ std::string lower(std::string_view s) {
 }
 
 // error_reply must not fail us; if it ever throws, answer a fixed 500.
-HttpResponse safe_error_reply(const Error& e, const std::string& request_id) {
+HttpResponse safe_error_reply(const Error& e, const std::string& request_id, ErrorStyle style = ErrorStyle::kTensord) {
   try {
-    return error_reply(e, request_id);
+    return error_reply(e, request_id, 0, style);
   } catch (...) {
     return fallback_error_reply();
   }
 }
 
 HttpResponse internal_error(const char* what, const std::string& request_id, const std::string& method,
-                            const std::string& route) {
+                            const std::string& route, ErrorStyle style) {
   log::error("internal error", {{"request_id", request_id},
                                 {"method", method},
                                 {"route", route.empty() ? std::string("unmatched") : route},
                                 {"error", what}});
-  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id);
+  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id, style);
 }
 
 }  // namespace
@@ -230,7 +230,9 @@ void HttpSession::on_read_error(beast::error_code ec) {
 
 void HttpSession::reply_and_close(const Error& e) {
   linger_ = true;
-  send(safe_error_reply(e, request_id_), method_ == "HEAD", false);
+  // A /v2 request answers KServe's error shape even before it was routed.
+  ErrorStyle style = parser_ ? error_style_for(std::string_view(parser_->get().target())) : ErrorStyle::kTensord;
+  send(safe_error_reply(e, request_id_, style), method_ == "HEAD", false);
 }
 
 void HttpSession::handle_request() {
@@ -340,15 +342,15 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
 }
 
 HttpResponse HttpSession::guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
-                                  const std::string& method, const std::string& route) {
+                                  const std::string& method, const std::string& route, ErrorStyle style) {
   try {
     return f();
   } catch (const Error& e) {
-    return safe_error_reply(e, request_id);
+    return safe_error_reply(e, request_id, style);
   } catch (const std::exception& e) {
-    return internal_error(e.what(), request_id, method, route);
+    return internal_error(e.what(), request_id, method, route, style);
   } catch (...) {
-    return internal_error("unknown exception", request_id, method, route);
+    return internal_error("unknown exception", request_id, method, route, style);
   }
 }
 
@@ -359,7 +361,7 @@ HttpResponse HttpSession::call_handler(HttpRequest& req) {
         if (req.path.empty()) parse_target(req.target, req.path, req.query);
         return state_->router->dispatch(req);
       },
-      req.request_id, req.method, req.route);
+      req.request_id, req.method, req.route, error_style_for(req.path.empty() ? req.target : req.path));
 }
 
 void HttpSession::handle_async(HttpRequest&& req, std::string route_template, size_t inline_body,

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "api/error_reply.h"
 #include "api/http_types.h"
 #include "server/beast.h"
 #include "server/parts_body.h"
@@ -29,9 +30,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void run();
 
   // f(), or the error reply for what it throws (the one error policy:
-  // tensord::Error as API.md section 2, anything else a logged 500).
+  // tensord::Error as API.md section 2, or 11 for the /v2 routes (`style`),
+  // anything else a logged 500).
   static HttpResponse guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
-                              const std::string& method, const std::string& route);
+                              const std::string& method, const std::string& route,
+                              ErrorStyle style = ErrorStyle::kTensord);
 
  private:
   void do_read_header();

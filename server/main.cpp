@@ -1,5 +1,6 @@
 // tensord: the server binary. Parses flags, picks the backend, restores the
 // state dir, serves until SIGTERM/SIGINT, drains, checkpoints, exits 0.
+#include <algorithm>
 #include <malloc.h>
 
 #include <cstdio>
@@ -185,16 +186,29 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Backend> backend;
   if (backend_name == "auto") {
-    // CUDA when a device answers and the CUDA backend runs the core op set
-    // (ops it lacks run on their CPU kernels beside it).
-    backend = make_backend("cuda", 1);
-    if (backend && !(backend->supports_op("add") && backend->supports_op("matmul"))) backend.reset();
-    if (!backend) backend = make_backend("cpu", 1);
+    // CUDA when a device answers, the build's kernels run on it (its compute
+    // capability is in the built architecture list) and the CUDA backend
+    // runs the core op set (ops it lacks run on their CPU kernels beside it).
+    std::string why_not;
+    backend = make_backend("cuda", 1, &why_not);
+    if (backend && !(backend->supports_op("add") && backend->supports_op("matmul"))) {
+      backend.reset();
+      why_not = "the CUDA backend lacks add or matmul";
+    }
+    if (!backend) {
+      // Only worth a line where CUDA was compiled in: a CPU-only build has nothing to say.
+      const auto compiled = compiled_backends();
+      if (std::find(compiled.begin(), compiled.end(), "cuda") != compiled.end()) {
+        log::warn("--backend auto: serving on the CPU", {{"reason", why_not}});
+      }
+      backend = make_backend("cpu", 1);
+    }
   } else if (backend_name == "cpu" || backend_name == "cuda") {
     // The CPU backend's own pool stays empty: each partition has its pool.
-    backend = make_backend(backend_name, 1);
+    std::string why_not;
+    backend = make_backend(backend_name, 1, &why_not);
     if (!backend) {
-      log::error("backend " + backend_name + " is not available (not compiled in, or no device)");
+      log::error("backend " + backend_name + " is not available", {{"reason", why_not}});
       return 2;
     }
   } else {

@@ -195,7 +195,7 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
   for (const auto& m : allow) allowed += (allowed.empty() ? "" : ", ") + m;
   return method_not_allowed_reply(
       "method " + printable(req.method, 16) + " not allowed on " + path_match->route_template + "; allowed: " + allowed,
-      allowed, req.request_id);
+      allowed, req.request_id, error_style_for(req.path));
 }
 
 }  // namespace tensord

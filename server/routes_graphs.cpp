@@ -1,5 +1,5 @@
 // Graphs: capture once, replay many (API.md 4.3).
-//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?} -> 201 {id, nodes, bytes, ...}
+//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?} -> 201 {id, name, ...}
 //   POST   /v1/graphs/{id}/replay  {inputs, store?, return?} -> as /v1/run (JSON or safetensors)
 //   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool}; ?format=dot: Graphviz
 //   DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
@@ -17,6 +17,7 @@
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
+#include "server/graph_routes.h"
 
 namespace tensord {
 
@@ -29,7 +30,7 @@ std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpReq
 }
 
 std::string info_json(const CapturedGraph& g) {
-  return graph_info_to_json(g.id, g.nodes(), g.bytes(), g.replays.load(), g.pool_id);
+  return graph_info_to_json(g.id, g.name, g.nodes(), g.bytes(), g.replays.load(), g.pool_id);
 }
 
 JobSpec parse_replay_request(HttpRequest& req) {
@@ -53,20 +54,42 @@ JobSpec parse_replay_request(HttpRequest& req) {
 
 }  // namespace
 
-void add_graph_routes(Router& r, AppContext& app) {
-  // The routes own the store: graphs live as long as the server's router.
-  auto store = std::make_shared<GraphStore>();
+void start_graph_replay(AppContext& app, Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,
+                        const std::shared_ptr<AsyncReply>& reply, std::function<void(Job&)> answer) {
+  spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
+  for (const auto& [out, stored_name] : spec.store) {
+    for (const auto& [name, id] : g->program->outputs) {
+      if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
+        throw Error(ErrorCode::kBadRequest, "store: output '" + out + "' is a graph input; store the input itself");
+      }
+    }
+  }
+  g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
+  std::shared_ptr<Job> job =
+      app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, answer = std::move(answer)](Job& j) {
+        // Counted before the answer goes out: a client that
+        // reads the graph right after its reply sees this replay.
+        if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
+        answer(j);
+      });
+  std::weak_ptr<Job> weak = job;
+  reply->on_client_gone([weak] {
+    if (auto j = weak.lock()) j->cancel("the client closed the connection");
+  });
+}
 
+void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store) {
   add_offloaded(r, "POST", "/v1/graphs", [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
     rapidjson::Document d = parse_json_object(req.body, "body");
     GraphCaptureRequest cr = graph_capture_from_json(d);
+    if (!cr.name.empty()) store->check_name_free(tenant.name, cr.name);  // 409 before the capture's work
     auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
     // Validation, binding, shape inference and the memory plan: once.
     CompiledProgram cp = compile_program(cr.program, cr.inputs, stored_lookup);
     const auto& devs = app.engine->devices();
     auto g = store->capture(tenant.name, tenant.account, &app.engine->backend(),
-                            devs.empty() ? Device{} : devs[0].device, std::move(cp), cr.pool);
+                            devs.empty() ? Device{} : devs[0].device, std::move(cp), cr.pool, cr.name);
     app.engine->record_tenant_memory(tenant);
     app.engine->record_graph_capture(tenant, +1);
     HttpResponse resp = json_response(201, info_json(*g));
@@ -83,31 +106,12 @@ void add_graph_routes(Router& r, AppContext& app) {
         Tenant& tenant = authenticate(req, *app.tenants);
         auto g = find_graph(*store, req, tenant);
         JobSpec spec = parse_replay_request(req);
-        spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
         spec.request_id = req.request_id;
-        for (const auto& [out, stored_name] : spec.store) {
-          for (const auto& [name, id] : g->program->outputs) {
-            if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
-              throw Error(ErrorCode::kBadRequest,
-                          "store: output '" + out + "' is a graph input; store the input itself");
-            }
-          }
-        }
-        g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
         const bool st = wants_safetensors(req);
         auto enc = req.query.find("encoding");
         const bool b64 = enc != req.query.end() && enc->second == "b64";
-        std::shared_ptr<Job> job =
-            app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, reply, st, b64](Job& j) {
-              // Counted before the answer goes out: a client that reads the
-              // graph right after its reply sees this replay.
-              if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
-              answer_job(j, reply, st, b64);
-            });
-        std::weak_ptr<Job> weak = job;
-        reply->on_client_gone([weak] {
-          if (auto j = weak.lock()) j->cancel("the client closed the connection");
-        });
+        start_graph_replay(app, tenant, g, std::move(spec), reply,
+                           [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
       },
       kReplayInlineBody);
 

@@ -473,9 +473,33 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() {
+const CudaArchList& cuda_built_architectures() {
+  // Set by ops/CMakeLists.txt from CMAKE_CUDA_ARCHITECTURES.
+  static const CudaArchList built = parse_cuda_architectures(TENSORD_CUDA_ARCHITECTURES);
+  return built;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* why_not) {
   int n = cuda_device_count();
-  if (n <= 0) return nullptr;
+  if (n <= 0) {
+    if (why_not) *why_not = "no CUDA device answers (no GPU, or no driver)";
+    return nullptr;
+  }
+  // A device the kernels were not built for would fail every launch with
+  // cudaErrorNoKernelImageForDevice: refuse it here, by name.
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+      cudaGetLastError();
+      if (why_not) *why_not = "CUDA device " + std::to_string(i) + " does not answer cudaGetDeviceProperties";
+      return nullptr;
+    }
+    std::string why = cuda_device_refusal(i, p.name, p.major, p.minor, cuda_built_architectures());
+    if (!why.empty()) {
+      if (why_not) *why_not = std::move(why);
+      return nullptr;
+    }
+  }
   return std::make_unique<CudaBackend>(n);
 }
 

@@ -148,13 +148,18 @@ def test_sigterm_drains_inflight_request():
 
 
 def test_backend_choice_without_gpu(server):
-    """A CUDA-enabled build starts without a driver: auto falls back to cpu,
-    and an explicit --backend cuda exits 2 saying why."""
+    """A CUDA-enabled build starts without a driver: auto falls back to cpu
+    with a log line saying why, and an explicit --backend cuda exits 2
+    saying why."""
     info = requests.get(server.url + "/v1/info", timeout=10).json()
     p = subprocess.Popen([server_binary(), "--listen", "127.0.0.1:0", "--backend", "auto"], stderr=subprocess.PIPE)
+    before = []
     try:
         line = p.stderr.readline().decode()
-        assert "listening on" in line, line
+        while line and "listening on" not in line:
+            before.append(line)
+            line = p.stderr.readline().decode()
+        assert "listening on" in line, before
         url = line.split("listening on ")[1].strip()
         auto_info = requests.get(url + "/v1/info", timeout=10).json()
     finally:
@@ -163,8 +168,11 @@ def test_backend_choice_without_gpu(server):
     if auto_info["backend"] == "cuda":
         pytest.skip("a CUDA device is present: nothing to check about the fallback")
     assert auto_info["backend"] == "cpu"
+    if "cuda" in info["compiled_backends"]:
+        fallback = [l for l in before if "serving on the CPU" in l]
+        assert fallback and "reason=" in fallback[0], before
     r = subprocess.run([server_binary(), "--listen", "127.0.0.1:0", "--backend", "cuda"], capture_output=True,
                        timeout=60)
     assert r.returncode == 2
-    assert b"not available" in r.stderr
+    assert b"not available" in r.stderr and b"reason=" in r.stderr
     print("compiled backends:", info["compiled_backends"])

@@ -106,5 +106,35 @@ TEST(GraphStore, ReplayThroughLoadedBuffers) {
   EXPECT_THROW(g->plan->check_inputs({{"x", f32({4}, {1, 2, 3, 4})}, {"y", f32({1}, {1})}}), Error);
 }
 
+TEST(GraphStore, NamesAreUniquePerTenantAndFreedOnErase) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  auto g = store.capture("t", acct, &backend, Device{}, affine(4), {}, "model");
+  EXPECT_EQ(g->name, "model");
+  EXPECT_EQ(store.find_by_name_or_id("t", "model"), g);
+  EXPECT_EQ(store.find_by_name_or_id("t", g->id), g);
+  EXPECT_EQ(store.find_by_name_or_id("other", "model"), nullptr) << "another tenant's name";
+  EXPECT_EQ(store.find_by_name_or_id("t", "nope"), nullptr);
+  const int64_t used = acct->used();
+  try {
+    store.capture("t", acct, &backend, Device{}, affine(4), {}, "model");
+    FAIL() << "a duplicate name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConflict);
+  }
+  EXPECT_THROW(store.check_name_free("t", "model"), Error);
+  EXPECT_NO_THROW(store.check_name_free("other", "model"));
+  EXPECT_EQ(acct->used(), used) << "the refused capture holds no memory";
+  EXPECT_EQ(store.size(), 1u);
+  auto other = store.capture("other", acct, &backend, Device{}, affine(2), {}, "model");
+  EXPECT_EQ(store.find_by_name_or_id("other", "model"), other);
+  EXPECT_TRUE(store.erase("t", g->id));
+  EXPECT_EQ(store.find_by_name_or_id("t", "model"), nullptr);
+  auto again = store.capture("t", acct, &backend, Device{}, affine(8), {}, "model");
+  EXPECT_EQ(store.find_by_name_or_id("t", "model"), again);
+  EXPECT_EQ(store.find_by_name_or_id("other", "model"), other);
+}
+
 }  // namespace
 }  // namespace tensord

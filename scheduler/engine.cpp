@@ -134,6 +134,14 @@ SchedulerStats Engine::stats() const {
   return scheduler_->stats();
 }
 
+std::vector<int> Engine::partition_cpus(const std::string& partition) const {
+  try {
+    return scheduler_->cpus(partition);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;

@@ -1,7 +1,6 @@
 #include "scheduler/engine.h"
 
 #include <gtest/gtest.h>
-#include <prometheus/metric_family.h>
 
 #include <atomic>
 #include <limits>
@@ -453,36 +452,6 @@ TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost)
   EXPECT_EQ(f->copies_to_device(), uploads) << "the stored y is already on the device";
   ASSERT_TRUE(r2.outputs[0].second.on_host());
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 16.f);
-}
-
-// tensord_op_launches_total{backend} names the backend whose kernel ran:
-// on a device server, a node the device takes counts under its name and a
-// CPU fallback under "cpu" (not the server's backend).
-double launches(const std::string& op, const std::string& backend) {
-  for (const auto& f : collect_metrics()) {
-    if (f.name != "tensord_op_launches_total") continue;
-    for (const auto& m : f.metric) {
-      bool o = false, b = false;
-      for (const auto& l : m.label) {
-        o = o || (l.name == "op" && l.value == op);
-        b = b || (l.name == "backend" && l.value == backend);
-      }
-      if (o && b) return m.counter.value;
-    }
-  }
-  return 0;
-}
-
-TEST(EngineDevice, OpLaunchesNameTheBackendWhoseKernelRan) {
-  Engine e(std::make_unique<FakeBackend>(), config_with(2));
-  Tenant t(config_with(2).tenants[0]);
-  const double add_fake = launches("add", "fake"), add_cpu = launches("add", "cpu");
-  const double neg_fake = launches("neg", "fake"), neg_cpu = launches("neg", "cpu");
-  for (int i = 0; i < 3; ++i) e.run(t, add_job(f32({2}, {1, 2})));  // add (device), neg (host fallback)
-  EXPECT_EQ(launches("add", "fake") - add_fake, 3);
-  EXPECT_EQ(launches("add", "cpu") - add_cpu, 0);
-  EXPECT_EQ(launches("neg", "cpu") - neg_cpu, 3) << "the CPU fallback counts as cpu";
-  EXPECT_EQ(launches("neg", "fake") - neg_fake, 0) << "not as the server's backend";
 }
 
 // A stored tensor PUT in host memory and read by a device kernel is copied

@@ -159,9 +159,8 @@ Row measure(const std::string& name, const Program& p, int reps, int runs, CpuBa
   r.recorded = plan.recorded_instructions();
   ExecOptions ocb = o;
   double sink = 0;
-  ocb.on_node = [&sink](const CompiledProgram&, const BoundNode&, double s, std::chrono::steady_clock::time_point) {
-    sink += s;
-  };
+  ocb.on_node = [&sink](const CompiledProgram&, const BoundNode&, double s, std::chrono::steady_clock::time_point,
+                        std::string_view) { sink += s; };
   r.plan_cb_us = time_us(reps, runs, [&] { plan.run(inputs, ocb); });
   KernelsAlone k(*cp, x);
   r.kernels_us = time_us(reps, runs, [&] { k.run(o.ctx); });

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "ops/op_registry.h"
 
@@ -25,9 +26,12 @@ struct ExecOptions {
   std::function<std::optional<Tensor>(const std::string&)> stored_read;
   // After each node (metrics, traces): its run time, from the end of the
   // node before it, and the clock reading at its end. `cp`: the program the
-  // node belongs to (the job's, or a control-flow subprogram's).
+  // node belongs to (the job's, or a control-flow subprogram's). `backend`:
+  // the backend whose kernel ran it ("cpu" for a CPU fallback beside a
+  // device, and for a control-flow node, which the host drives); a name
+  // with static lifetime (Backend::name()).
   std::function<void(const CompiledProgram& cp, const BoundNode&, double seconds,
-                     std::chrono::steady_clock::time_point end)>
+                     std::chrono::steady_clock::time_point end, std::string_view backend)>
       on_node;
   // Copy the program's outputs to host memory (a control-flow body, whose
   // caller slices and tests them on the host); else they stay where their

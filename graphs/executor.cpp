@@ -78,7 +78,7 @@ ExecResult execute_program(const CompiledProgram& cp, const std::map<std::string
       place.forget(static_cast<size_t>(v));
       if (cp.values[static_cast<size_t>(v)].last_use < 0) vals[static_cast<size_t>(v)] = Tensor();
     }
-    runner.after(b);
+    runner.after(b, runner.ran_on(host));
   }
   for (const auto& [name, id] : cp.outputs) {
     const Tensor& t = vals[static_cast<size_t>(id)];

@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "ops/backend.h"
+
 namespace tensord {
 
 void throw_stopped(bool cancelled, const std::string& where, const std::string& node) {
@@ -10,7 +12,10 @@ void throw_stopped(bool cancelled, const std::string& where, const std::string& 
 }
 
 NodeRunner::NodeRunner(const CompiledProgram& cp, const ExecOptions& opts)
-    : cp_(cp), opts_(opts), last_(std::chrono::steady_clock::now()) {}
+    : cp_(cp),
+      opts_(opts),
+      backend_(opts.ctx.backend ? opts.ctx.backend->name() : std::string_view("cpu")),
+      last_(std::chrono::steady_clock::now()) {}
 
 void NodeRunner::rethrow_for(const BoundNode& b) {
   try {

@@ -9,7 +9,9 @@
 //    and shape inference gave it (else internal: a kernel bug), plain
 //    tensors from then on (a wrapped Python number's flag dropped);
 //  - after it: its time, from the end of the node before it (binding and
-//    placing its operands included), to ExecOptions::on_node.
+//    placing its operands included), and the backend whose kernel ran it,
+//    to ExecOptions::on_node (tensord_op_launches_total{backend} counts
+//    what ran, not what the server was started with).
 // What a caller does with the results (keep them, copy them into a plan's
 // buffers, write stored tensors) is its own. The clock is read once per
 // node, at its end: a second reading would be a large share of a replayed
@@ -69,10 +71,14 @@ class NodeRunner {
   void check_results(const BoundNode& b, std::vector<Tensor>& out) const;
   // The error for node `b` when `backend` has no kernel for its op.
   static Error unsupported(std::string_view backend, const BoundNode& b);
-  // After node `b`: its time to ExecOptions::on_node.
-  void after(const BoundNode& b) {
+  // The backend a node runs on: "cpu" on the host (a CPU fallback beside a
+  // device, a control-flow node), else the job's backend.
+  std::string_view ran_on(bool host) const { return host ? std::string_view("cpu") : backend_; }
+  // After node `b`, which ran on `backend` (ran_on()): its time and backend
+  // to ExecOptions::on_node.
+  void after(const BoundNode& b, std::string_view backend) {
     const auto now = std::chrono::steady_clock::now();
-    if (opts_.on_node) opts_.on_node(cp_, b, std::chrono::duration<double>(now - last_).count(), now);
+    if (opts_.on_node) opts_.on_node(cp_, b, std::chrono::duration<double>(now - last_).count(), now, backend);
     last_ = now;
   }
 
@@ -82,6 +88,7 @@ class NodeRunner {
 
   const CompiledProgram& cp_;
   const ExecOptions& opts_;
+  std::string_view backend_;  // opts_.ctx.backend's name, "cpu" without one
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -305,7 +305,7 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
     runner.before(b);
     if (ins.fast) {
       ins.block.run(ctx);
-      runner.after(b);
+      runner.after(b, runner.ran_on(false));
       continue;
     }
     BlockRecorder rec;
@@ -347,7 +347,9 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
       if (ins.fast) ins.block = rec.block;
     }
     if (!b.writes_stored.empty()) pending.write(b.writes_stored, out.at(0));
-    runner.after(b);
+    // A flat plan's kernels are its backend's (bind()); control flow is
+    // driven from the host, as in execute_program.
+    runner.after(b, runner.ran_on(b.control != nullptr || ins.control != nullptr));
   }
   if (copies) slot_copies_.fetch_add(copies, std::memory_order_relaxed);
 }

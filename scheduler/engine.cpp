@@ -152,6 +152,14 @@ SchedulerStats Engine::stats() const {
   return scheduler_->stats();
 }
 
+std::vector<int> Engine::partition_cpus(const std::string& partition) const {
+  try {
+    return scheduler_->cpus(partition);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
@@ -271,9 +279,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       }
       eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
       eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s,
-                       std::chrono::steady_clock::time_point end) {
+                       std::chrono::steady_clock::time_point end, std::string_view ran_on) {
         if (op_metrics) {
-          ops.add(b.op->name, s);
+          ops.add(b.op->name, s, ran_on);  // the backend whose kernel ran (a CPU fallback is "cpu")
           if (++uncommitted == kOpsPerCommit) {
             metrics_->ops_ran(ops);
             uncommitted = 0;

@@ -99,6 +99,9 @@ class Engine {
   // partitions.
   void reload(const ServerConfig& config);
   SchedulerStats stats() const;
+  // The CPU ids a partition's threads are pinned to (fixed at start); empty
+  // for an unknown partition.
+  std::vector<int> partition_cpus(const std::string& partition) const;
   // Draining starts: refuses new jobs and fails queued ones with 503
   // unavailable; running jobs go on. Never blocks. Idempotent.
   void begin_drain();

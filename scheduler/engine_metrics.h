@@ -33,7 +33,9 @@ class EngineMetrics {
   // adds it while jobs run (every second) and the rest at their end.
   void tenant_busy(const std::string& tenant, const std::string& partition, double seconds);
   // Nodes that ran, summed per op: tensord_op_launches_total{op, backend},
-  // tensord_op_seconds{op} (scheduler/op_metrics.h). Clears the batch.
+  // tensord_op_seconds{op} (scheduler/op_metrics.h). `backend` is the one
+  // each entry names (whose kernel ran), the engine's for entries without
+  // one. Clears the batch.
   void ops_ran(OpMetrics::Batch& ops);
   void queue_depth(const std::string& tenant, const std::string& partition, int64_t depth);
   void inflight(const std::string& partition, int64_t n, int64_t limit);

@@ -24,16 +24,16 @@ size_t OpMetrics::bucket_of(double seconds) {
   return static_cast<size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
 }
 
-void OpMetrics::Batch::add(const std::string& op, double seconds) {
+void OpMetrics::Batch::add(const std::string& op, double seconds, std::string_view backend) {
   Entry* e = nullptr;
   for (Entry& x : entries_) {
-    if (x.op == &op || *x.op == op) {
+    if ((x.op == &op || *x.op == op) && (x.backend.data() == backend.data() || x.backend == backend)) {
       e = &x;
       break;
     }
   }
   if (e == nullptr) {
-    entries_.push_back(Entry{&op});
+    entries_.push_back(Entry{&op, backend});
     e = &entries_.back();
   }
   ++e->count;
@@ -65,11 +65,11 @@ OpMetrics::Series& OpMetrics::series(const std::string& op, std::string_view bac
   return *it->second;
 }
 
-void OpMetrics::commit(std::string_view backend, Batch& b) {
+void OpMetrics::commit(std::string_view fallback, Batch& b) {
   if (b.entries_.empty()) return;
   std::lock_guard lock(mu_);
   for (const Batch::Entry& e : b.entries_) {
-    Series& s = series(*e.op, backend);
+    Series& s = series(*e.op, e.backend.empty() ? fallback : e.backend);
     s.count.fetch_add(e.count, std::memory_order_relaxed);
     s.sum_ns.fetch_add(e.sum_ns, std::memory_order_relaxed);
     for (size_t i = 0; i < kBuckets; ++i) {

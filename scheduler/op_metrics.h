@@ -33,11 +33,14 @@ class OpMetrics {
                                                      2.5,     5,        10,      30,     60,      300};
   static constexpr size_t kBuckets = kBounds.size() + 1;
 
-  // Per op: launches, bucket counts (not cumulative), total nanoseconds.
+  // Per (op, backend): launches, bucket counts (not cumulative), total
+  // nanoseconds.
   class Batch {
    public:
-    // `op` must outlive the batch (an OpDef's name).
-    void add(const std::string& op, double seconds);
+    // `op` must outlive the batch (an OpDef's name); so must `backend`'s
+    // characters (a Backend::name(), a literal), the backend whose kernel
+    // ran. An empty `backend`: the one commit() is given.
+    void add(const std::string& op, double seconds, std::string_view backend = {});
     bool empty() const { return entries_.empty(); }
     size_t ops() const { return entries_.size(); }
 
@@ -45,6 +48,7 @@ class OpMetrics {
     friend class OpMetrics;
     struct Entry {
       const std::string* op;
+      std::string_view backend;
       uint64_t count = 0;
       uint64_t sum_ns = 0;
       std::array<uint32_t, kBuckets> buckets{};
@@ -55,8 +59,9 @@ class OpMetrics {
   // The process-wide instance, registered with render_metrics on first use.
   static OpMetrics& global();
 
-  // Adds the batch's counts under `backend` and clears it.
-  void commit(std::string_view backend, Batch& b);
+  // Adds the batch's counts under each entry's backend (`fallback` for
+  // those added without one) and clears it.
+  void commit(std::string_view fallback, Batch& b);
   std::vector<prometheus::MetricFamily> collect() const;
 
   static size_t bucket_of(double seconds);

@@ -10,13 +10,14 @@
 namespace tensord {
 
 AsyncSessionReply::AsyncSessionReply(std::shared_ptr<HttpSession> session, std::string method, std::string route,
-                                     std::string request_id, bool head, bool keep_alive)
+                                     std::string request_id, bool head, bool keep_alive, std::string authorization)
     : session_(std::move(session)),
       method_(std::move(method)),
       route_(std::move(route)),
       request_id_(std::move(request_id)),
       head_(head),
-      keep_alive_(keep_alive) {}
+      keep_alive_(keep_alive),
+      authorization_(std::move(authorization)) {}
 
 AsyncSessionReply::~AsyncSessionReply() = default;
 
@@ -49,7 +50,8 @@ void AsyncSessionReply::finish(bool heavy, std::function<HttpResponse()> make) {
   auto self = shared_from_this();
   auto executor = session_->stream_.get_executor();
   if (heavy && session_->state_->offload) {
-    session_->state_->offload([self, executor, make = std::move(make)]() mutable {
+    // Encoding a large answer is its tenant's work: on its lane.
+    session_->state_->offload_as(authorization_, [self, executor, make = std::move(make)]() mutable {
       HttpResponse out = self->build(make);
       net::post(executor, [self, out = std::move(out)]() mutable { self->send(std::move(out)); });
     });

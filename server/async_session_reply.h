@@ -21,8 +21,10 @@ class HttpSession;
 
 class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this<AsyncSessionReply> {
  public:
+  // `authorization`: the request's Authorization header; a large answer is
+  // encoded on its tenant's lane (ServerState::offload_as).
   AsyncSessionReply(std::shared_ptr<HttpSession> session, std::string method, std::string route, std::string request_id,
-                    bool head, bool keep_alive);
+                    bool head, bool keep_alive, std::string authorization);
   ~AsyncSessionReply() override;
 
   // Runs the route's handler (on the calling thread, which becomes the
@@ -42,6 +44,7 @@ class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this
   const std::shared_ptr<HttpSession> session_;
   const std::string method_, route_, request_id_;
   const bool head_, keep_alive_;
+  const std::string authorization_;
   std::optional<TraceRequestScope> trace_;  // the request's span, until the answer
   std::atomic<bool> started_{false};        // start() is done with trace_
   std::mutex mu_;

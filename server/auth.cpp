@@ -7,31 +7,37 @@
 namespace tensord {
 
 namespace {
-Tenant& identify(const HttpRequest& req, const TenantRegistry& reg) {
-  if (reg.anonymous()) return *reg.default_tenant();
-  const std::string& h = req.header("authorization");
-  if (h.empty()) throw Error(ErrorCode::kUnauthenticated, "missing Authorization: Bearer <token>");
+// The tenant `h` (an Authorization header's value) names; nullptr with
+// *why set when it names none.
+Tenant* identify(std::string_view h, const TenantRegistry& reg, const char** why) {
+  if (reg.anonymous()) return reg.default_tenant();
+  if (h.empty()) return *why = "missing Authorization: Bearer <token>", nullptr;
   constexpr std::string_view kScheme = "bearer ";
-  if (h.size() <= kScheme.size() || h.size() > 4096) {
-    throw Error(ErrorCode::kUnauthenticated, "malformed Authorization header");
-  }
+  if (h.size() <= kScheme.size() || h.size() > 4096) return *why = "malformed Authorization header", nullptr;
   for (size_t i = 0; i < kScheme.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(h[i])) != kScheme[i]) {
-      throw Error(ErrorCode::kUnauthenticated, "Authorization must use the Bearer scheme");
+      return *why = "Authorization must use the Bearer scheme", nullptr;
     }
   }
   size_t start = h.find_first_not_of(' ', kScheme.size());
-  if (start == std::string::npos) throw Error(ErrorCode::kUnauthenticated, "empty bearer token");
-  Tenant* t = reg.by_token_hash(sha256_hex(std::string_view(h).substr(start)));
-  if (!t) throw Error(ErrorCode::kUnauthenticated, "unknown token");
-  return *t;
+  if (start == std::string::npos) return *why = "empty bearer token", nullptr;
+  Tenant* t = reg.by_token_hash(sha256_hex(h.substr(start)));
+  if (!t) *why = "unknown token";
+  return t;
 }
 }  // namespace
 
 Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
-  Tenant& t = identify(req, reg);
-  if (req.caller) *req.caller = t.name;
-  return t;
+  const char* why = "";
+  Tenant* t = identify(req.header("authorization"), reg, &why);
+  if (!t) throw Error(ErrorCode::kUnauthenticated, why);
+  if (req.caller) *req.caller = t->name;
+  return *t;
+}
+
+Tenant* tenant_of(std::string_view authorization, const TenantRegistry& reg) {
+  const char* why = "";
+  return identify(authorization, reg, &why);
 }
 
 void require_admin(const Tenant& t) {

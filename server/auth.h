@@ -2,6 +2,8 @@
 // token's SHA-256 is compared, in constant time, against every tenant.
 #pragma once
 
+#include <string_view>
+
 #include "api/http_types.h"
 
 namespace tensord {
@@ -14,6 +16,10 @@ class TenantRegistry;
 // Error(kUnauthenticated) when the header is missing, malformed or unknown.
 // Records the tenant's name in req.caller (the request's log line).
 Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg);
+
+// The tenant an Authorization header's value names (the anonymous tenant
+// without --config), or nullptr; throws nothing and records nothing.
+Tenant* tenant_of(std::string_view authorization, const TenantRegistry& reg);
 
 // Throws Error(kForbidden) unless `t` is an admin.
 void require_admin(const Tenant& t);

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <latch>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "metrics/log.h"
+#include "ops/cpu/thread_pool.h"
 #include "server/beast.h"
 #include "server/http_metrics.h"
 #include "server/listener.h"
@@ -58,8 +60,10 @@ struct HttpServer::Impl {
   net::signal_set signals{control, SIGINT, SIGTERM};
   net::steady_timer drain_timer{control};
   std::shared_ptr<Listener> listener;
-  // Declared after the io_context so it is destroyed (joined) first.
+  // Declared after the io_context so they are destroyed (joined) first.
   std::unique_ptr<net::thread_pool> handlers;
+  std::map<std::string, std::unique_ptr<net::thread_pool>> lanes;  // set_lanes
+  std::function<std::string(std::string_view)> lane_of;
 
   explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
 
@@ -165,6 +169,20 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   impl_->handlers =
       std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
   state.offload = [pool = impl_->handlers.get()](std::function<void()> task) { net::post(*pool, std::move(task)); };
+  state.offload_as = [impl = impl_.get()](std::string_view authorization, std::function<void()> task) {
+    net::thread_pool* pool = impl->handlers.get();
+    if (impl->lane_of && !impl->lanes.empty()) {
+      std::string name;
+      try {
+        name = impl->lane_of(authorization);
+      } catch (...) {
+        name.clear();  // the shared pool; the handler answers what is wrong
+      }
+      auto it = impl->lanes.find(name);
+      if (it != impl->lanes.end()) pool = it->second.get();
+    }
+    net::post(*pool, std::move(task));
+  };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {
     impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
@@ -200,6 +218,32 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
+void HttpServer::set_lanes(std::map<std::string, Lane> lanes,
+                           std::function<std::string(std::string_view authorization)> lane_of) {
+  if (impl_->ran.load()) throw std::logic_error("HttpServer::set_lanes after run");
+  for (auto& [name, lane] : lanes) {
+    const int n = std::max(1, lane.threads);
+    auto pool = std::make_unique<net::thread_pool>(static_cast<std::size_t>(n));
+    if (!lane.cpus.empty()) {
+      // Each of the pool's threads takes one of these tasks (each waits for
+      // all n to have started) and pins itself to the lane's cores at the
+      // partition threads' nice. The latch is shared: a thread may still be
+      // leaving its wait after this function returned.
+      auto started = std::make_shared<std::latch>(n);
+      for (int i = 0; i < n; ++i) {
+        net::post(*pool, [started, cpus = lane.cpus] {
+          pin_current_thread(cpus);
+          yield_to_io_threads();
+          started->arrive_and_wait();
+        });
+      }
+      started->wait();
+    }
+    impl_->lanes[name] = std::move(pool);
+  }
+  impl_->lane_of = std::move(lane_of);
+}
+
 void HttpServer::set_stream_service(std::shared_ptr<StreamService> streams) {
   impl_->state->streams = std::move(streams);
 }
@@ -216,6 +260,7 @@ void HttpServer::run() {
   impl_->run_io();
   for (auto& t : pool) t.join();
   impl_->handlers->join();
+  for (auto& [name, lane] : impl_->lanes) lane->join();
   // Restore default signal dispositions: after run() a signal ends the process.
   beast::error_code ec;
   impl_->signals.clear(ec);

@@ -9,8 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tensord {
 
@@ -78,6 +81,29 @@ class HttpServer {
 
   // How long cancelled work may take to stop and answer after the timeout.
   static constexpr std::chrono::seconds kCancelGrace{2};
+
+  // Tenant lanes (issue 14: decoding and encoding large bodies is the
+  // tenant's work). What the handler pool would do for a request (an
+  // offloaded handler: a PUT's or upload's body decoded, a GET's answer
+  // encoded; the start of an asynchronous request with a large body; a
+  // large job result's encoding) runs instead on the lane
+  // `lane_of(Authorization header)` names: `threads` threads pinned to the
+  // lane's `cpus` at the partition threads' nice (ops/cpu/thread_pool.h),
+  // so it competes only with that tenant's partition and never takes
+  // another tenant's cores or the io threads' CPU time. A request whose
+  // lane is unknown (no or a bad token: the handler answers 401) runs on
+  // the shared pool. Call before run().
+  //
+  // Why a lane of pinned threads, not pinning a pool thread while it
+  // works: a thread may raise its own nice but not lower it back without
+  // privilege, and at nice 0 the pinned work still starved the io threads
+  // that every tenant's requests pass through. The io threads (reading
+  // bodies off sockets, writing answers) stay shared and unpinned.
+  struct Lane {
+    std::vector<int> cpus;
+    int threads = 2;
+  };
+  void set_lanes(std::map<std::string, Lane> lanes, std::function<std::string(std::string_view authorization)> lane_of);
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

@@ -273,7 +273,10 @@ void HttpSession::handle_request() {
     // longer than any I/O timeout, so the stream's timer is off until send().
     stream_.expires_never();
     watch_disconnect(req.client_gone);
-    state_->offload([self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
+    // On the tenant's lane: its body decoded, its answer encoded on its
+    // partition's cores (ServerState::offload_as).
+    const std::string authorization = req.header("authorization");
+    state_->offload_as(authorization, [self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
       HttpResponse out = self->call_handler(req);
       net::post(self->stream_.get_executor(), [self, out = std::move(out), route = std::move(req.route),
                                                head = req.method == "HEAD", client_keep_alive]() mutable {
@@ -370,16 +373,18 @@ void HttpSession::handle_async(HttpRequest&& req, std::string route_template, si
   // than any I/O timeout, so the stream's timer is off until send().
   stream_.expires_never();
   watch_disconnect(req.client_gone);
-  auto reply = std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, std::move(route_template),
-                                                   req.request_id, req.method == "HEAD", client_keep_alive);
+  auto reply =
+      std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, std::move(route_template), req.request_id,
+                                          req.method == "HEAD", client_keep_alive, req.header("authorization"));
   pending_reply_ = reply;
   // A small body is parsed and its job queued right here; a larger one
-  // (JSON tensors to decode, a program to compile) on the handler pool, away
-  // from the io threads.
+  // (JSON tensors to decode, a program to compile) on the tenant's lane
+  // (or the handler pool), away from the io threads.
   if (req.body.size() <= inline_body || !state_->offload) {
     reply->start(req);
   } else {
-    state_->offload([reply, req = std::move(req)]() mutable { reply->start(req); });
+    const std::string authorization = req.header("authorization");  // decoded on the tenant's lane
+    state_->offload_as(authorization, [reply, req = std::move(req)]() mutable { reply->start(req); });
   }
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -21,6 +23,7 @@
 #include "scheduler/tenant_registry.h"
 #include "metrics/log.h"
 #include "server/app.h"
+#include "server/auth.h"
 #include "server/checkpointer.h"
 #include "server/shutdown_watchdog.h"
 #include "server/config_reloader.h"
@@ -251,6 +254,22 @@ int main(int argc, char** argv) {
         },
         [&engine] { return engine.running_jobs(); },
         [&engine] { engine.cancel_running(Error(ErrorCode::kUnavailable, "server is shutting down")); }});
+    // A request's decoding and encoding (what the handler pool would do
+    // for it) runs on its tenant's partition's cores: a lane per partition
+    // (HttpServer::set_lanes, issue 14).
+    {
+      std::map<std::string, HttpServer::Lane> lanes;
+      for (const auto& p : config.partitions) {
+        HttpServer::Lane lane;
+        lane.cpus = engine.partition_cpus(p.name);
+        lane.threads = std::clamp(2 * static_cast<int>(lane.cpus.size()), 2, 16);
+        lanes.emplace(p.name, std::move(lane));
+      }
+      server.set_lanes(std::move(lanes), [&tenants](std::string_view authorization) {
+        const Tenant* t = tenant_of(authorization, tenants);
+        return t ? t->partition : std::string();
+      });
+    }
     server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
     // The line scripts wait for ends with the URL (they split it off the

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <string_view>
 
 #include "graphs/executor.h"
 #include "ops/error.h"
@@ -82,6 +85,37 @@ TEST(DevicePlacement, CallsADeviceKernelRefusesRunOnTheCpuAndNumbersStayOnTheHos
   EXPECT_EQ(r.outputs[0].second.data_ptr<int64_t>()[1], 8);
   EXPECT_EQ(r.outputs[1].second.device().type, DeviceType::kFake);
   EXPECT_EQ(host_floats(r.outputs[1].second), std::vector<float>({3, 6}));
+}
+
+// on_node hears the backend whose kernel ran each node: the device's for a
+// node it takes, "cpu" for a fallback and for a control-flow node (the
+// host tests it), its body's nodes each where they ran.
+TEST(DevicePlacement, OnNodeNamesTheBackendThatRanEachNode) {
+  FakeFixture f;
+  Node c = node("c", "cond", {ref("p"), ref("y")}, {"q"});
+  c.subprograms["then"] =
+      sub({{"a", meta(DType::kFloat32, {3})}}, {node("bm", "mul", {ref("a"), lit(Attr(2.0))}, {"r"})}, {"r"});
+  c.subprograms["else"] = sub({{"a", meta(DType::kFloat32, {3})}}, {node("bn", "neg", {ref("a")}, {"r"})}, {"r"});
+  Program p;
+  p.nodes.push_back(node("a", "add", {ref("x"), ref("x")}, {"y"}));                // fake
+  p.nodes.push_back(node("e", "exp", {ref("y")}, {"z"}));                          // no fake kernel: cpu
+  p.nodes.push_back(node("i", "add", {ref("n"), lit(Attr(int64_t{1}))}, {"n1"}));  // int64 refused: cpu
+  p.nodes.push_back(node("g", "gt", {ref("n1"), lit(Attr(int64_t{0}))}, {"p"}));   // cpu
+  c.args = {ref("p"), ref("y")};
+  p.nodes.push_back(c);
+  p.outputs = {"z", "q"};
+  Tensor x = f32({3}, {1, 2, 3});
+  Tensor n = Tensor::empty_host(DType::kInt64, {});
+  n.data_ptr<int64_t>()[0] = 4;
+  CompiledProgram cp = compile_program(p, {{"x", x.meta()}, {"n", n.meta()}}, nullptr);
+  std::map<std::string, std::string> ran;
+  ExecOptions o = f.opts();
+  o.on_node = [&ran](const CompiledProgram&, const BoundNode& b, double, std::chrono::steady_clock::time_point,
+                     std::string_view backend) { ran[b.id] = std::string(backend); };
+  execute_program(cp, {{"x", x}, {"n", n}}, o);
+  const std::map<std::string, std::string> want{{"a", "fake"}, {"e", "cpu"}, {"i", "cpu"},
+                                                {"g", "cpu"},  {"c", "cpu"}, {"bm", "fake"}};
+  EXPECT_EQ(ran, want);
 }
 
 TEST(DevicePlacement, HostOutputsAreCopiedOut) {

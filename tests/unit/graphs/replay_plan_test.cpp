@@ -361,7 +361,7 @@ TEST(ReplayPlan, ControlPlansStopAtMaxItersAndOnCancellation) {
   ExecOptions o = f.opts();
   o.cancelled = &cancel;
   int trips = 0;
-  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double, std::chrono::steady_clock::time_point) {
+  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double, auto, auto) {
     if (b.id == "inc" && ++trips == 3) cancel = true;
   };
   try {
@@ -474,7 +474,7 @@ TEST(ReplayPlan, ReportsEveryInstructionToOnNode) {
       f.capture(elementwise_program(), {{"x", meta(DType::kFloat32, {3, 4})}, {"b", meta(DType::kFloat32, {4})}});
   std::vector<std::string> seen;
   ExecOptions o = f.opts();
-  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double s, std::chrono::steady_clock::time_point) {
+  o.on_node = [&](const CompiledProgram&, const BoundNode& b, double s, auto, auto) {
     EXPECT_GE(s, 0.0);
     seen.push_back(b.id);
   };

@@ -122,6 +122,31 @@ TEST(EngineMetrics, BackendLabelPerInstance) {
   EXPECT_EQ(h->histogram.sample_count, 9u);
 }
 
+TEST(EngineMetrics, EntriesCountUnderTheBackendThatRanThem) {
+  // One engine (backend "em-device"): launches added with the backend whose
+  // kernel ran count under it; those added without one under the engine's.
+  EngineMetrics m("em-device");
+  const std::string op = "em-ran-op";
+  OpMetrics::Batch ops;
+  ops.add(op, 0.001, "em-device");
+  ops.add(op, 0.001, "cpu");
+  ops.add(op, 0.001, std::string_view("cpu"));
+  ops.add(op, 0.001);
+  EXPECT_EQ(ops.ops(), 3u) << "(op, em-device), (op, cpu), (op, the engine's)";
+  m.ops_ran(ops);
+  EXPECT_TRUE(ops.empty());
+  auto fams = collect_metrics();
+  const auto* dev = find_series(fams, "tensord_op_launches_total", {{"op", "em-ran-op"}, {"backend", "em-device"}});
+  const auto* cpu = find_series(fams, "tensord_op_launches_total", {{"op", "em-ran-op"}, {"backend", "cpu"}});
+  ASSERT_NE(dev, nullptr);
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(dev->counter.value, 2);
+  EXPECT_EQ(cpu->counter.value, 2);
+  const auto* h = find_series(fams, "tensord_op_seconds", {{"op", "em-ran-op"}});
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->histogram.sample_count, 4u) << "op_seconds sums every backend";
+}
+
 TEST(OpMetrics, BucketsAreLessOrEqual) {
   EXPECT_EQ(OpMetrics::bucket_of(0.0), 0u);
   EXPECT_EQ(OpMetrics::bucket_of(0.00001), 0u);

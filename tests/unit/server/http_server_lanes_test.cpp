@@ -1,0 +1,154 @@
+// HttpServer::set_lanes (issue 14): what the handler pool would run for a
+// request (an offloaded handler; an async request's start with a large
+// body and its large answer's encoding) runs on the lane its Authorization
+// names, on threads pinned to the lane's cpus at the compute nice, and on
+// the shared pool when it names no lane.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ops/cpu/thread_pool.h"
+#include "server/http_server.h"
+#include "server/router.h"
+
+namespace tensord {
+namespace {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+
+std::vector<int> thread_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+  std::vector<int> out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+int thread_nice() {
+  return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+}
+
+// "cpus;nice" of the calling thread, e.g. "0,1;0".
+std::string where() {
+  std::string out;
+  for (int c : thread_cpus()) out += (out.empty() ? "" : ",") + std::to_string(c);
+  return out + ";" + std::to_string(thread_nice());
+}
+
+HttpResponse text(std::string body) {
+  HttpResponse r;
+  r.content_type = "text/plain";
+  r.body = std::move(body);
+  return r;
+}
+
+std::string request(uint16_t port, const std::string& method, const std::string& target, const std::string& auth,
+                    const std::string& body = "") {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  std::string raw = method + " " + target + " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n";
+  if (!auth.empty()) raw += "Authorization: " + auth + "\r\n";
+  raw += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  net::write(s, net::buffer(raw));
+  boost::beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  http::read(s, buf, res);
+  return std::to_string(res.result_int()) + " " + res.body();
+}
+
+TEST(HttpServerLanes, RequestWorkRunsOnItsTenantsLane) {
+  const std::vector<int> all = thread_cpus();
+  ASSERT_FALSE(all.empty());
+  const int base_nice = thread_nice();
+  const int lane_cpu = all.back();
+  if (all.size() < 2) {
+    std::printf("one CPU allowed: the lane's cpus equal the pool's, only the nice tells them apart\n");
+  }
+  auto router = std::make_shared<Router>();
+  router->add(
+      "GET", "/where", [](HttpRequest&) { return text(where()); }, Dispatch::kOffload);
+  // Started on the pool (its body is over the inline limit of 0 bytes); the
+  // answer is encoded on the pool too (heavy).
+  router->add_async(
+      "POST", "/async",
+      [](HttpRequest&, std::shared_ptr<AsyncReply> reply) {
+        std::string started = where();
+        reply->finish(true, [started] { return text(started + "|" + where()); });
+      },
+      0);
+  ServerOptions opts;
+  opts.port = 0;
+  opts.io_threads = 2;
+  HttpServer server(opts, router);
+  std::map<std::string, HttpServer::Lane> lanes;
+  lanes["lane-a"] = HttpServer::Lane{{lane_cpu}, 2};
+  server.set_lanes(std::move(lanes), [](std::string_view auth) -> std::string {
+    if (auth == "Bearer a") return "lane-a";
+    if (auth == "Bearer throws") throw std::runtime_error("lookup failed");
+    if (auth == "Bearer ghost") return "no-such-lane";
+    return "";
+  });
+  std::thread t([&server] { server.run(); });
+
+  const std::string lane = std::to_string(lane_cpu) + ";" + std::to_string(std::max(base_nice, kComputeNice));
+  std::string pool;
+  for (int c : all) pool += (pool.empty() ? "" : ",") + std::to_string(c);
+  pool += ";" + std::to_string(base_nice);
+
+  EXPECT_EQ(request(server.port(), "GET", "/where", "Bearer a"), "200 " + lane);
+  EXPECT_EQ(request(server.port(), "GET", "/where", ""), "200 " + pool) << "no lane: the shared pool";
+  EXPECT_EQ(request(server.port(), "GET", "/where", "Bearer ghost"), "200 " + pool) << "an unknown lane";
+  EXPECT_EQ(request(server.port(), "GET", "/where", "Bearer throws"), "200 " + pool) << "a lookup that throws";
+  EXPECT_EQ(request(server.port(), "POST", "/async", "Bearer a", "x"), "200 " + lane + "|" + lane)
+      << "an async request's start and its heavy answer";
+  EXPECT_EQ(request(server.port(), "POST", "/async", "", "x"), "200 " + pool + "|" + pool);
+  // Many at once on a lane of two threads: all answered.
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&] { ok += request(server.port(), "GET", "/where", "Bearer a") == "200 " + lane; });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(ok.load(), 8);
+
+  server.request_stop();
+  t.join();
+  EXPECT_EQ(thread_cpus(), all) << "the test's own thread is untouched";
+}
+
+TEST(HttpServerLanes, SetLanesAfterRunThrows) {
+  auto router = std::make_shared<Router>();
+  ServerOptions opts;
+  opts.port = 0;
+  HttpServer s(opts, router);
+  s.request_stop();
+  s.run();
+  EXPECT_THROW(s.set_lanes({}, {}), std::logic_error);
+}
+
+}  // namespace
+}  // namespace tensord

@@ -42,13 +42,14 @@ std::shared_ptr<const MxMeta> parse_description(const Value& v, const std::strin
     }
     if (!slot) {
       fail(what, "unknown key \"" + std::string(key.substr(0, 32)) +
-                     "\" in an MX description (keys: mx, block_size, axis, shape" +
-                     (extra ? ", elements, scale" : "") + ")");
+                     "\" in an MX description (keys: mx, block_size, axis, shape" + (extra ? ", elements, scale" : "") +
+                     ")");
     }
     if (*slot) fail(what, "\"" + std::string(key) + "\" given twice");
     *slot = &m.value;
   }
-  if (!fmt || !bs || !axis || !shape) fail(what, "an MX description needs \"mx\", \"block_size\", \"axis\" and \"shape\"");
+  if (!fmt || !bs || !axis || !shape)
+    fail(what, "an MX description needs \"mx\", \"block_size\", \"axis\" and \"shape\"");
   if (!fmt->IsString()) fail(what, "\"mx\" must be a format name (" + mx_format_names() + ")");
   auto f = mx_format_from_name(std::string_view(fmt->GetString(), fmt->GetStringLength()));
   if (!f) {
@@ -108,7 +109,8 @@ void join_mx_tensors(SafetensorsFile& f) {
     } catch (const Error& e) {
       // Plain metadata, unless it was meant as an MX description.
       if (text.find("\"mx\"") == std::string::npos) continue;
-      fail("safetensors: MX tensor " + quoted(key), "its __metadata__ description is not valid JSON (" + e.message() + ")");
+      fail("safetensors: MX tensor " + quoted(key),
+           "its __metadata__ description is not valid JSON (" + e.message() + ")");
     }
     if (!is_mx_json(doc)) continue;
     const std::string what = "safetensors: MX tensor " + quoted(key);
@@ -145,8 +147,8 @@ std::vector<std::pair<std::string, Tensor>> split_mx_tensors(const std::vector<s
       continue;
     }
     if (metadata.count(name)) {
-      throw Error(ErrorCode::kBadRequest, "safetensors: MX tensor " + quoted(name) +
-                                              " needs the __metadata__ key of its name, which is taken");
+      throw Error(ErrorCode::kBadRequest,
+                  "safetensors: MX tensor " + quoted(name) + " needs the __metadata__ key of its name, which is taken");
     }
     metadata.emplace(name, mx_metadata_json(*t.meta().mx));
     out.emplace_back(name, mx_elements(t));

@@ -57,8 +57,7 @@ class Compiler {
         if (it == input_metas_.end()) {
           throw Error(ErrorCode::kBadRequest, "missing input '" + in.name + "'");
         }
-        if (it->second.dtype != in.meta.dtype ||
-            ((it->second.mx || in.meta.mx) && it->second.str() != in.meta.str())) {
+        if (it->second.dtype != in.meta.dtype || ((it->second.mx || in.meta.mx) && it->second.str() != in.meta.str())) {
           throw Error(ErrorCode::kDtypeMismatch,
                       "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
@@ -397,10 +396,10 @@ class Compiler {
     for (const auto& list : args.tensors) {
       for (const auto& m : list) {
         if (!m.mx) continue;
-        throw Error(ErrorCode::kDtypeMismatch,
-                    b.op->name + " does not take MX tensors (got " + m.str() +
-                        "); mx.dequantize(q) gives its float32 values",
-                    b.id);
+        throw Error(
+            ErrorCode::kDtypeMismatch,
+            b.op->name + " does not take MX tensors (got " + m.str() + "); mx.dequantize(q) gives its float32 values",
+            b.id);
       }
     }
   }

@@ -30,9 +30,9 @@ struct MxMeta {
   int64_t axis = -1;  // as given, in [-dim, dim)
   Shape shape;        // logical
   // Derived (make_mx_meta):
-  int64_t dim_axis = 0;   // axis in [0, dim)
-  Shape elements_shape;   // uint8: the axis packed to len * bits / 8 bytes
-  Shape scale_shape;      // float8_e8m0fnu: the axis divided by block_size
+  int64_t dim_axis = 0;  // axis in [0, dim)
+  Shape elements_shape;  // uint8: the axis packed to len * bits / 8 bytes
+  Shape scale_shape;     // float8_e8m0fnu: the axis divided by block_size
   size_t element_bytes = 0;
   size_t scale_bytes = 0;
   size_t nbytes() const { return element_bytes + scale_bytes; }

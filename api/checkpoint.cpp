@@ -54,7 +54,10 @@ CheckpointInfo write_checkpoint(const std::string& dir, const Tenant& tenant) {
   ci.path = file_of(dir, tenant.name);
   ci.tensors = static_cast<int64_t>(snap.size());
   for (const auto& [n, t] : snap) ci.bytes += static_cast<int64_t>(t.nbytes());
-  std::string data = encode_safetensors(snap, {{"format", "tensord-checkpoint-v1"}, {"tenant", tenant.name}});
+  // Keys no tensor name can be (':'): an MX tensor's description takes the
+  // key of its name (api/mx_wire.h), so "format" would clash with one.
+  std::string data =
+      encode_safetensors(snap, {{"tensord:format", "tensord-checkpoint-v1"}, {"tensord:tenant", tenant.name}});
   snap.clear();
   std::string tmp = dir + "/" + temp_prefix(tenant.name) + "XXXXXX";
   std::vector<char> name(tmp.begin(), tmp.end());
@@ -116,7 +119,8 @@ RestoreInfo restore_checkpoint(const std::string& dir, Tenant& tenant) {
     if (in.bad()) throw Error(ErrorCode::kInternal, "read error");
     auto body = std::make_shared<const std::string>(ss.str());
     SafetensorsFile f = parse_safetensors(body);  // validates the whole file first
-    auto fmt = f.metadata.find("format");
+    auto fmt = f.metadata.find("tensord:format");
+    if (fmt == f.metadata.end()) fmt = f.metadata.find("format");  // files written before MX tensors
     if (fmt != f.metadata.end() && fmt->second != "tensord-checkpoint-v1") {
       throw Error(ErrorCode::kBadRequest, "unknown checkpoint format '" + fmt->second + "'");
     }

@@ -11,6 +11,7 @@
 
 #include "api/base64.h"
 #include "api/json_parse.h"
+#include "api/mx_wire.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
 #include "ops/kernels/scalar_traits.h"
@@ -415,6 +416,7 @@ Tensor tensor_from_data(const Value& data, std::optional<DType> dtype, const std
 
 Tensor tensor_from_json(const Value& v, const std::string& what) {
   if (v.IsNumber() || v.IsBool()) return scalar_from_json(v, what);
+  if (is_mx_json(v)) return mx_tensor_from_json(v, what);
   if (!v.IsObject()) {
     fail(what, "expected a tensor {\"dtype\", \"shape\", \"data\"} or a number, got " + describe(v));
   }
@@ -483,6 +485,24 @@ void tensor_data_to_json(const Tensor& t, Writer& w) {
 template <class Writer>
 void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
   TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);
+  if (const MxMeta* m = t.meta().mx.get()) {  // api/mx_wire.h's JSON form
+    w.Key("mx");
+    std::string_view f = mx_format_name(m->format);
+    w.String(f.data(), static_cast<rapidjson::SizeType>(f.size()));
+    w.Key("block_size");
+    w.Int64(m->block_size);
+    w.Key("axis");
+    w.Int64(m->axis);
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : m->shape) w.Int64(d);
+    w.EndArray();
+    w.Key("elements");
+    tensor_to_json(mx_elements(t), w, use_b64);
+    w.Key("scale");
+    tensor_to_json(mx_scale(t), w, use_b64);
+    return;
+  }
   w.Key("dtype");
   std::string_view name = dtype_name(t.dtype());
   w.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));

@@ -11,6 +11,7 @@
 #include <rapidjson/writer.h>
 
 #include "api/json_parse.h"
+#include "api/mx_wire.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
 
@@ -186,11 +187,15 @@ SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body) {
     }
     out.tensors.emplace_back(std::string(e.name), std::move(t));
   }
+  join_mx_tensors(out);
   return out;
 }
 
-SafetensorsParts encode_safetensors_parts(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                          const std::map<std::string, std::string>& metadata) {
+SafetensorsParts encode_safetensors_parts(const std::vector<std::pair<std::string, Tensor>>& given,
+                                          const std::map<std::string, std::string>& given_metadata) {
+  // MX tensors travel as two entries and a description (api/mx_wire.h).
+  std::map<std::string, std::string> metadata = given_metadata;
+  const std::vector<std::pair<std::string, Tensor>> tensors = split_mx_tensors(given, metadata);
   std::unordered_set<std::string_view> names;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail("a tensor may not be named \"__metadata__\"");

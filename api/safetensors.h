@@ -26,6 +26,9 @@ namespace tensord {
 
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
 
+// MX tensors (API.md 7, api/mx_wire.h): parsing joins each described pair
+// `<name>` + `<name>.scale` into one MX tensor (removing its metadata key);
+// encoding splits them and adds the descriptions to the metadata.
 struct SafetensorsFile {
   // In the order the header lists them (not by offset).
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -1,6 +1,7 @@
 #include "api/stored_json.h"
 
 #include "api/json_writer.h"
+#include "ops/mx_tensor.h"
 
 namespace tensord {
 namespace {
@@ -9,14 +10,21 @@ void write_info(JsonWriter& w, const StoredInfo& i) {
   w.StartObject();
   w.Key("name");
   write_string(w, i.name);
-  w.Key("dtype");
-  write_string(w, dtype_name(i.meta.dtype));
-  w.Key("shape");
+  const MxMeta* mx = i.meta.mx.get();
+  w.Key("dtype");  // an MX tensor's format (API.md 3.1 lists them as dtypes)
+  write_string(w, mx ? mx_format_name(mx->format) : dtype_name(i.meta.dtype));
+  w.Key("shape");  // logical
   w.StartArray();
   for (int64_t d : i.meta.shape) w.Int64(d);
   w.EndArray();
-  w.Key("bytes");
+  w.Key("bytes");  // an MX tensor's packed bytes: elements and scales
   w.Int64(i.bytes);
+  if (mx) {
+    w.Key("block_size");
+    w.Int64(mx->block_size);
+    w.Key("axis");
+    w.Int64(mx->axis);
+  }
   w.EndObject();
 }
 

@@ -11,7 +11,9 @@
 
 namespace tensord {
 
-// {"name", "dtype", "shape", "bytes"}: PUT /v1/tensors/{name}.
+// {"name", "dtype", "shape", "bytes"}: PUT /v1/tensors/{name}. An MX tensor
+// shows its format as dtype, its logical shape, its packed bytes (elements
+// and scales) and adds "block_size" and "axis".
 std::string stored_info_to_json(const StoredInfo& info);
 // {"tensors": [{"name", "dtype", "shape", "bytes"}, ...]}: GET /v1/tensors.
 std::string stored_list_to_json(const std::vector<StoredInfo>& list);

@@ -57,7 +57,7 @@ class Compiler {
         if (it == input_metas_.end()) {
           throw Error(ErrorCode::kBadRequest, "missing input '" + in.name + "'");
         }
-        if (it->second.dtype != in.meta.dtype) {
+        if (it->second.dtype != in.meta.dtype || ((it->second.mx || in.meta.mx) && it->second.str() != in.meta.str())) {
           throw Error(ErrorCode::kDtypeMismatch,
                       "input '" + in.name + "' is " + it->second.str() + ", the program declares " + in.meta.str());
         }
@@ -389,14 +389,38 @@ class Compiler {
     }
   }
 
+  // Only ops that say so read MX tensors (OpDef::takes_mx): any other kernel
+  // would see the packed bytes as a uint8 tensor of the logical shape.
+  static void refuse_mx_operands(const BoundNode& b, const OpArgs<TensorMeta>& args) {
+    if (b.op->takes_mx && !b.control) return;
+    for (const auto& list : args.tensors) {
+      for (const auto& m : list) {
+        if (!m.mx) continue;
+        throw Error(
+            ErrorCode::kDtypeMismatch,
+            b.op->name + " does not take MX tensors (got " + m.str() + "); mx.dequantize(q) gives its float32 values",
+            b.id);
+      }
+    }
+  }
+
   void infer() {
     for (auto& b : out_.nodes) {
       OpArgs<TensorMeta> args = bind_node_args<TensorMeta>(b, [this](size_t v) { return out_.values[v].meta; });
       std::vector<TensorMeta> res;
+      refuse_mx_operands(b, args);
       try {
         res = b.control ? infer_control_flow(b, args.tensors[0], stored_) : b.op->infer(args);
       } catch (const Error& e) {
         throw e.with_node(b.id);
+      }
+      if (b.control) {
+        for (const auto& m : res) {
+          if (m.mx) {
+            throw Error(ErrorCode::kDtypeMismatch,
+                        b.op->name + ": control flow does not carry MX tensors (a body returns " + m.str() + ")", b.id);
+          }
+        }
       }
       if (res.size() < b.outputs.size()) {
         throw Error(ErrorCode::kInvalidArgument,

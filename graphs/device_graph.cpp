@@ -67,7 +67,7 @@ DeviceGraph::DeviceGraph(std::shared_ptr<const CompiledProgram> cp, Backend* bac
 DeviceGraph::~DeviceGraph() = default;
 
 Tensor DeviceGraph::buffer(const TensorMeta& m) {
-  Tensor t = Tensor::empty(backend_, device_, m.dtype, m.shape, account_);
+  Tensor t = Tensor::empty(backend_, device_, m, account_);
   bytes_ += static_cast<int64_t>(t.nbytes());
   return t;
 }

@@ -28,8 +28,8 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
   g->tenant = tenant;
   for (const auto& [name, id] : cp.inputs) {
     const TensorMeta& m = cp.values[static_cast<size_t>(id)].meta;
-    Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m.dtype, m.shape, account)
-                                                            : Tensor::empty_host(m.dtype, m.shape);
+    Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m, account)
+                                                            : Tensor::empty_host(m);
     g->buffer_bytes += static_cast<int64_t>(t.nbytes());
     g->buffers.emplace(name, std::move(t));
   }

@@ -232,7 +232,9 @@ void ReplayPlan::check_inputs(const std::map<std::string, Tensor>& inputs) const
     auto it = inputs.find(name);
     if (it == inputs.end()) throw Error(ErrorCode::kBadRequest, "missing input '" + name + "'");
     const Tensor& t = it->second;
-    if (t.dtype() != buf.dtype() || t.shape() != buf.shape()) {
+    // An MX input must match in format, block size and axis too (its bytes).
+    if (t.dtype() != buf.dtype() || t.shape() != buf.shape() ||
+        ((t.is_mx() || buf.is_mx()) && t.meta().str() != buf.meta().str())) {
       throw Error(ErrorCode::kConflict,
                   "input '" + name + "' is " + t.meta().str() + ", the graph was captured with " + buf.meta().str());
     }

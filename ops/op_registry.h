@@ -151,6 +151,10 @@ class OpDef {
   // ("promoted", "-> bool"), operands with their own rule. Often empty.
   std::string dtype_note;
   int mutates = -1;  // index of a param written in place, or -1
+  // Takes MX tensors (ops/mx_tensor.h) as operands (mx.dequantize); the
+  // program compiler refuses an MX operand to any other op (422
+  // dtype_mismatch), since their kernels would read the packed bytes.
+  bool takes_mx = false;
   // The CPU kernel is one elementwise-engine loop whose arguments depend on
   // metas, attrs, constants and buffer addresses only: a graph replay may
   // record it and call the loop directly (ops/recorded_block.h).

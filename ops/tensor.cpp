@@ -7,11 +7,17 @@
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/memory_account.h"
+#include "ops/mx_tensor.h"
 
 namespace tensord {
 
 std::string TensorMeta::str() const {
+  if (mx) return mx_meta_str(*mx);
   return std::string(dtype_name(dtype)) + shape_str(shape);
+}
+
+size_t TensorMeta::mx_nbytes() const {
+  return mx->nbytes();
 }
 
 std::shared_ptr<Storage> Storage::host(size_t bytes) {
@@ -73,11 +79,16 @@ void Storage::charge(std::shared_ptr<MemoryAccount> account, bool enforce) {
 Tensor::Tensor(TensorMeta meta, std::shared_ptr<Storage> storage, size_t byte_offset)
     : meta_(std::move(meta)), storage_(std::move(storage)), offset_(byte_offset) {
   numel_ = shape_numel(meta_.shape);
+  nbytes_ = meta_.nbytes();
   TENSORD_ASSERT(!storage_ || offset_ + nbytes() <= storage_->nbytes());
 }
 
 Tensor Tensor::empty_host(DType dtype, Shape shape) {
-  TensorMeta m{dtype, std::move(shape)};
+  return empty_host(TensorMeta{dtype, std::move(shape)});
+}
+
+Tensor Tensor::empty_host(TensorMeta m) {
+  m.wrapped_number = false;
   size_t bytes = m.nbytes();
   return Tensor(std::move(m), Storage::host(bytes));
 }
@@ -89,7 +100,11 @@ Tensor Tensor::zeros_host(DType dtype, Shape shape) {
 }
 
 Tensor Tensor::empty(Backend* backend, Device d, DType dtype, Shape shape, std::shared_ptr<MemoryAccount> account) {
-  TensorMeta m{dtype, std::move(shape)};
+  return empty(backend, d, TensorMeta{dtype, std::move(shape)}, std::move(account));
+}
+
+Tensor Tensor::empty(Backend* backend, Device d, TensorMeta m, std::shared_ptr<MemoryAccount> account) {
+  m.wrapped_number = false;
   size_t bytes = m.nbytes();
   return Tensor(std::move(m), Storage::allocate(backend, d, bytes, std::move(account)));
 }
@@ -99,6 +114,7 @@ Device Tensor::device() const {
 }
 
 Tensor Tensor::view(Shape shape) const {
+  TENSORD_ASSERT(!meta_.mx);
   TensorMeta m{meta_.dtype, std::move(shape)};
   TENSORD_ASSERT(shape_numel(m.shape) == numel_);
   return Tensor(std::move(m), storage_, offset_);
@@ -106,14 +122,14 @@ Tensor Tensor::view(Shape shape) const {
 
 Tensor Tensor::clone_host() const {
   TENSORD_ASSERT(on_host());
-  Tensor t = empty_host(meta_.dtype, meta_.shape);
+  Tensor t = empty_host(meta_);
   if (nbytes()) std::memcpy(t.data(), data(), nbytes());
   return t;
 }
 
 Tensor Tensor::to_host() const {
   if (on_host()) return *this;
-  Tensor t = empty_host(meta_.dtype, meta_.shape);
+  Tensor t = empty_host(meta_);
   if (nbytes()) storage_->backend()->copy_to_host(device(), t.data(), data(), nbytes());
   return t;
 }
@@ -121,7 +137,7 @@ Tensor Tensor::to_host() const {
 Tensor Tensor::to_device(Backend* backend, Device d, std::shared_ptr<MemoryAccount> account) const {
   if (device() == d && storage_->backend() == backend) return *this;
   if (!on_host()) return to_host().to_device(backend, d, std::move(account));
-  Tensor t = empty(backend, d, meta_.dtype, meta_.shape, std::move(account));
+  Tensor t = empty(backend, d, meta_, std::move(account));
   if (nbytes()) backend->copy_to_device(d, t.data(), data(), nbytes());
   return t;
 }
@@ -129,7 +145,7 @@ Tensor Tensor::to_device(Backend* backend, Device d, std::shared_ptr<MemoryAccou
 Tensor Tensor::clone() const {
   if (on_host()) return clone_host();
   Backend* b = storage_->backend();
-  Tensor t = empty(b, device(), meta_.dtype, meta_.shape, nullptr);
+  Tensor t = empty(b, device(), meta_, nullptr);
   if (nbytes()) {
     const Stream s{device(), 0};
     b->copy_on_device(s, t.data(), data(), nbytes());

@@ -16,6 +16,7 @@ namespace tensord {
 
 class Backend;
 class MemoryAccount;
+struct MxMeta;  // ops/mx_tensor.h
 
 // What shape inference knows about a value.
 struct TensorMeta {
@@ -24,11 +25,18 @@ struct TensorMeta {
   // A Python number passed where a tensor goes (add(x, 2.0)): promotes with
   // PyTorch's "wrapped number" priority.
   bool wrapped_number = false;
+  // Set for an MX tensor (ops/mx_tensor.h): `shape` is then the logical
+  // shape, `dtype` uint8, and the bytes are the packed elements followed by
+  // the e8m0 scales (nbytes() counts both).
+  std::shared_ptr<const MxMeta> mx = nullptr;
 
   int64_t numel() const { return shape_numel(shape); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const { return mx ? mx_nbytes() : static_cast<size_t>(numel()) * dtype_size(dtype); }
   int64_t dim() const { return static_cast<int64_t>(shape.size()); }
-  std::string str() const;  // "float32[2, 3]"
+  std::string str() const;  // "float32[2, 3]", "mxfp4_e2m1[4, 64] (block_size 32, axis -1)"
+
+ private:
+  size_t mx_nbytes() const;
 };
 
 // A block of device memory. Frees itself through its backend (or the host
@@ -92,6 +100,9 @@ class Tensor {
   static Tensor zeros_host(DType dtype, Shape shape);
   // Uninitialised tensor on a backend device, charged to `account`.
   static Tensor empty(Backend* backend, Device d, DType dtype, Shape shape, std::shared_ptr<MemoryAccount> account);
+  // The same for any meta (an MX tensor's included: its nbytes()).
+  static Tensor empty_host(TensorMeta m);
+  static Tensor empty(Backend* backend, Device d, TensorMeta m, std::shared_ptr<MemoryAccount> account);
 
   bool defined() const { return storage_ != nullptr; }
   const TensorMeta& meta() const { return meta_; }
@@ -99,7 +110,10 @@ class Tensor {
   const Shape& shape() const { return meta_.shape; }
   int64_t dim() const { return meta_.dim(); }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(meta_.dtype); }
+  // An MX tensor's packed bytes (elements and scales; ops/mx_tensor.h).
+  size_t nbytes() const { return nbytes_; }
+  bool is_mx() const { return meta_.mx != nullptr; }
+  size_t byte_offset() const { return offset_; }
   Device device() const;
 
   void* data() const { return static_cast<char*>(storage_->data()) + offset_; }
@@ -109,7 +123,7 @@ class Tensor {
   }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  // A view with another shape of the same numel (no copy).
+  // A view with another shape of the same numel (no copy; not of an MX tensor).
   Tensor view(Shape shape) const;
   // A deep copy into fresh host memory (CPU tensors only).
   Tensor clone_host() const;
@@ -133,6 +147,7 @@ class Tensor {
  private:
   TensorMeta meta_;
   int64_t numel_ = 0;
+  size_t nbytes_ = 0;
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
 };

@@ -5,6 +5,7 @@
 #include "api/safetensors.h"
 #include "api/stored_json.h"
 #include "ops/error.h"
+#include "ops/mx_tensor.h"
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -72,9 +73,14 @@ void add_tensor_routes(Router& r, AppContext& app) {
   r.add("HEAD", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
     Tensor t = fetch(req);
     HttpResponse resp;
-    resp.headers.emplace_back("X-Tensor-Dtype", std::string(dtype_name(t.dtype())));
+    const MxMeta* mx = t.meta().mx.get();
+    resp.headers.emplace_back("X-Tensor-Dtype", std::string(mx ? mx_format_name(mx->format) : dtype_name(t.dtype())));
     resp.headers.emplace_back("X-Tensor-Shape", shape_header(t.shape()));
     resp.headers.emplace_back("X-Tensor-Bytes", std::to_string(t.nbytes()));
+    if (mx) {
+      resp.headers.emplace_back("X-Tensor-Mx-Block-Size", std::to_string(mx->block_size));
+      resp.headers.emplace_back("X-Tensor-Mx-Axis", std::to_string(mx->axis));
+    }
     return resp;
   });
 

@@ -13,7 +13,7 @@ bfloat16 / float8 values are :class:`TensorData` (raw bits + dtype name)
 when they do not come back as torch tensors; see :mod:`tensord.dtypes`.
 """
 
-from . import dtypes, safetensors
+from . import dtypes, mx, safetensors
 from .client import (DEADLINE_MARGIN_S, Client, EighResult, Optimizer, from_json_tensor, parse_shape_header,
                      to_json_tensor)
 from .dtypes import TensorData, dtype_name
@@ -22,13 +22,14 @@ from .errors import (ERRORS, BadRequest, Cancelled, ClientTimeout, Conflict, Dea
                      QueueFull, QuotaExceeded, ShapeMismatch, TensordError, TransportError, Unauthenticated,
                      Unavailable, UnknownOp)
 from .jobs import TERMINAL, Job
+from .mx import MxTensor
 from .program import Graph, ProgramBuilder, Value
 from .safetensors import SafetensorsError
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "Client", "Job", "Graph", "Optimizer", "EighResult", "ProgramBuilder", "Value", "TensorData",
+    "Client", "Job", "Graph", "Optimizer", "EighResult", "ProgramBuilder", "Value", "TensorData", "MxTensor", "mx",
     "SafetensorsError", "safetensors", "dtypes", "dtype_name", "from_json_tensor", "to_json_tensor",
     "parse_shape_header", "TERMINAL", "DEADLINE_MARGIN_S", "ERRORS",
     "TensordError", "TransportError", "ClientTimeout", "BadRequest", "InvalidProgram", "Unauthenticated",

@@ -26,6 +26,7 @@ import numpy as np
 import requests
 
 from . import _torch
+from . import mx as _mx
 from . import safetensors as st
 from .errors import ClientTimeout, TensordError, TransportError, error_class, error_from_body
 from .dtypes import TensorData, dtype_name
@@ -49,7 +50,13 @@ _Mode = Tuple[bool, Any]
 # ---------------------------------------------------------------- JSON tensors
 
 def to_json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
-    """Encode a tensor as an API.md 3.1 JSON tensor (``b64`` or flat ``data``)."""
+    """Encode a tensor as an API.md 3.1 JSON tensor (``b64`` or flat ``data``);
+    an MxTensor in API.md 7's JSON form."""
+    if isinstance(value, _mx.MxTensor):
+        d: Dict[str, Any] = value.metadata()
+        d["elements"] = to_json_tensor(value.elements, b64=b64)
+        d["scale"] = to_json_tensor((value.scale, "float8_e8m0fnu"), b64=b64)
+        return d
     name, shape, mv = st.tensor_buffer(value, dtype)
     if b64:
         return {"dtype": name, "shape": shape, "b64": base64.b64encode(mv).decode("ascii")}
@@ -95,7 +102,9 @@ def _num(x: Any) -> Any:
 
 
 def from_json_tensor(obj: Mapping[str, Any]) -> Any:
-    """Decode an API.md 3.1 JSON tensor into a numpy array (or TensorData)."""
+    """Decode an API.md 3.1 JSON tensor into a numpy array (or TensorData, or an MxTensor)."""
+    if _mx.is_mx_json(obj):
+        return _mx.MxTensor.from_parts(obj, from_json_tensor(obj["elements"]), from_json_tensor(obj["scale"]))
     name = dtype_name(obj["dtype"])
     shape = [int(s) for s in obj.get("shape", [])]
     if "b64" in obj:
@@ -368,7 +377,7 @@ class Client:
 
     @staticmethod
     def _wrap(value: Any, mode: _Mode) -> Any:
-        if not mode[0]:
+        if not mode[0] or isinstance(value, _mx.MxTensor):  # torch has no MX tensor: kept as it is
             return value
         if isinstance(value, list):
             return [_torch.from_host(v, mode[1]) for v in value]

@@ -12,7 +12,8 @@ Everywhere a tensor is accepted you may pass
   values are converted with the server's cast rules (:mod:`tensord.dtypes`).
 
 Decoders return numpy arrays for dtypes numpy has and :class:`TensorData`
-for bfloat16 and the float8 types.
+for bfloat16 and the float8 types; an MX pair (API.md 7) comes back as one
+:class:`tensord.mx.MxTensor`, which the encoders also take.
 
 Layout of what :func:`encode` writes: the header (``__metadata__`` first,
 then the tensors in the given order) padded with spaces to a multiple of 8
@@ -41,6 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _torch
+from . import mx as _mx
 from .dtypes import (DTYPES, KSERVE_ALIASES, NARROW, TAG_TO_NAME, TORCH_ALIASES, TensorData,  # noqa: F401
                      bits_to_float32, canonical_dtype, cast, dtype_name, float_to_bits)
 
@@ -80,6 +82,10 @@ def _convert_to(arr: Any, name: str) -> Tensor:
 def host_value(value: Any, dtype: Any = None) -> Tensor:
     """Normalize an accepted tensor value to a numpy array or a TensorData (no copy
     when no conversion is needed). ``dtype`` asks for a conversion."""
+    if isinstance(value, _mx.MxTensor):
+        if dtype is not None:
+            raise TypeError("an MX tensor cannot be converted to %s" % dtype)
+        return value
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
         arr, name = value
         name = dtype_name(name)
@@ -168,6 +174,9 @@ def encode_parts(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any
     bytes in data order, as memoryviews of their own memory where possible.
     ``b"".join(parts)`` is the file.
     """
+    md: Dict[str, Any] = dict(metadata or {})
+    tensors = _mx.split(dict(tensors), md)  # an MX tensor: two entries and a description
+    metadata = md
     entries = []
     for name, value in tensors.items():
         if name == "__metadata__":
@@ -243,7 +252,7 @@ def decode(buf: Any, copy: Optional[bool] = None) -> Tuple[Dict[str, Tensor], Di
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
         if b1 < e0 and e1 > b1 and e0 > b0:
             raise SafetensorsError("tensors %r and %r overlap" % (n0, n1))
-    return tensors, metadata
+    return _mx.join(tensors, metadata), metadata
 
 
 def save_file(tensors: Mapping[str, Any], path: Union[str, os.PathLike], metadata: Optional[Mapping[str, Any]] = None

@@ -19,6 +19,7 @@
 
 #include "ops/cpu/thread_pool.h"
 #include "ops/kernels/mx.h"
+#include "ops/mx_tensor.h"
 #include "op_call_util_ew.h"
 
 namespace tensord {
@@ -163,6 +164,13 @@ float ref_dequant(const RefFormat& f, uint32_t code, uint32_t sc) {
 
 // ---- drivers ----
 
+int mx_bits(const char* fmt) {
+  for (const RefFormat& f : kRef) {
+    if (std::string(fmt) == f.name) return f.bits;
+  }
+  return 0;
+}
+
 Tensor f32_tensor(Shape shape, const std::vector<float>& v) {
   Tensor t = Tensor::empty_host(DType::kFloat32, std::move(shape));
   EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size()));
@@ -185,19 +193,42 @@ bool same_float(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0;
 }
 
+// An MX tensor (one value, ops/mx_tensor.h) with views of its two parts.
 struct Quantized {
-  Tensor elements, scale;
+  Tensor q, elements, scale;
 };
 
 Quantized quantize(const Tensor& x, const char* fmt, int64_t bs = 32, int64_t axis = -1, const char* r = "floor",
                    ThreadPool* pool = nullptr) {
   auto out = call("mx.quantize", {x, fmt, bs, axis, r}, {}, pool);
-  EXPECT_EQ(out.size(), 2u);
-  return {out.at(0), out.at(1)};
+  EXPECT_EQ(out.size(), 1u);
+  const Tensor& q = out.at(0);
+  EXPECT_TRUE(q.is_mx());
+  EXPECT_EQ(mx_format_name(q.meta().mx->format), fmt);
+  EXPECT_EQ(q.meta().mx->block_size, bs);
+  EXPECT_EQ(q.meta().mx->axis, axis);
+  EXPECT_EQ(q.shape(), x.shape());
+  // One allocation: the packed elements, then the scales.
+  EXPECT_EQ(q.nbytes(), static_cast<size_t>(x.numel() * mx_bits(fmt) / 8 + x.numel() / bs));
+  EXPECT_EQ(mx_scale(q).data(), static_cast<const char*>(q.data()) + mx_elements(q).nbytes());
+  return {q, mx_elements(q), mx_scale(q)};
+}
+
+// An MX tensor of logical `shape` from hand-made parts.
+Quantized from_parts(const Tensor& el, const Tensor& sc, const char* fmt, Shape shape, int64_t bs = 32,
+                     int64_t axis = -1) {
+  auto m = make_mx_meta(*mx_format_from_name(fmt), bs, axis, std::move(shape), false, "test");
+  Tensor q = mx_from_parts(m, el, sc, ErrorCode::kBadRequest, "test");
+  return {q, mx_elements(q), mx_scale(q)};
 }
 
 Tensor dequantize(const Quantized& q, const char* fmt, int64_t axis = -1, ThreadPool* pool = nullptr) {
-  return call("mx.dequantize", {q.elements, q.scale, fmt}, {{"axis", axis}}, pool).at(0);
+  EXPECT_EQ(mx_format_name(q.q.meta().mx->format), fmt);
+  EXPECT_EQ(q.q.meta().mx->axis, axis);
+  Tensor d = call("mx.dequantize", {q.q}, {}, pool).at(0);
+  EXPECT_EQ(d.dtype(), DType::kFloat32);
+  EXPECT_EQ(d.shape(), q.q.shape());
+  return d;
 }
 
 // Quantizes `values` (logical `shape`, float32) and checks every scale code
@@ -583,7 +614,7 @@ TEST(MxDequantize, EveryCodeUnderScalesAtBothEnds) {
       std::memcpy(el.data_ptr<uint8_t>() + r * static_cast<int64_t>(packed.size()), packed.data(), packed.size());
       std::memset(static_cast<uint8_t*>(sc.data()) + r * (len / 32), scales[r], static_cast<size_t>(len / 32));
     }
-    const std::vector<float> d = floats_of(dequantize({el, sc}, f.name));
+    const std::vector<float> d = floats_of(dequantize(from_parts(el, sc, f.name, {rows, len}), f.name));
     ASSERT_EQ(static_cast<int64_t>(d.size()), rows * len);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t i = 0; i < len; ++i) {
@@ -607,7 +638,7 @@ TEST(MxPacking, RandomBytesUnpackAndRepack) {
     std::memcpy(el.data(), packed.data(), packed.size());
     Tensor sc = Tensor::empty_host(DType::kFloat8E8M0FNU, {4, 2});
     std::memset(sc.data(), 127, 8);
-    const std::vector<float> d = floats_of(dequantize({el, sc}, f.name));
+    const std::vector<float> d = floats_of(dequantize(from_parts(el, sc, f.name, {4, 64}), f.name));
     const std::vector<uint32_t> codes = ref_unpack(f, packed);
     for (size_t i = 0; i < codes.size(); ++i) {
       ASSERT_TRUE(same_float(d[i], ref_dequant(f, codes[i], 127))) << f.name << " element " << i;
@@ -705,22 +736,69 @@ TEST(MxErrors, NamesTheChoicesAndTheShape) {
       call_error("mx.quantize", {test_ew::make(DType::kFloat64, {32}, std::vector<double>(32, 1)), "mxfp8_e4m3"}, {}),
       ErrorCode::kDtypeMismatch);
 
+  // mx.dequantize takes one MX tensor; anything else is dtype_mismatch.
   Quantized q = quantize(x, "mxfp6_e3m2");
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp6_e3m2"}, {{"block_size", 16}}),
-            ErrorCode::kShapeMismatch);
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp6_e3m2"}, {{"block_size", 32}}),
-            ErrorCode::kInternal);  // no error
-  EXPECT_EQ(call_error("mx.dequantize", {q.scale, q.scale, "mxfp6_e3m2"}, {}), ErrorCode::kDtypeMismatch);
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.elements, "mxfp6_e3m2"}, {}), ErrorCode::kDtypeMismatch);
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp6_e3m2"}, {{"axis", 0}}), ErrorCode::kShapeMismatch);
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp9"}, {}, &msg), ErrorCode::kInvalidArgument);
-  EXPECT_NE(msg.find("mxfp6_e3m2"), std::string::npos);
-  // The same bytes read as another format are another (valid) tensor: 24
-  // FP8 elements in one block of 24, or 48 FP4 elements in one block of 48.
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp8_e4m3"}, {}), ErrorCode::kInternal);
-  EXPECT_EQ(call_error("mx.dequantize", {q.elements, q.scale, "mxfp4_e2m1"}, {}), ErrorCode::kInternal);
-  Tensor odd = Tensor::empty_host(DType::kUInt8, {2, 25});
-  EXPECT_EQ(call_error("mx.dequantize", {odd, q.scale, "mxfp6_e3m2"}, {}), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(call_error("mx.dequantize", {q.elements}, {}, &msg), ErrorCode::kDtypeMismatch);
+  EXPECT_NE(msg.find("expected an MX tensor"), std::string::npos) << msg;
+  EXPECT_EQ(call_error("mx.dequantize", {x}, {}), ErrorCode::kDtypeMismatch);
+  EXPECT_EQ(call_error("mx.quantize", {q.q, "mxfp8_e4m3"}, {}, &msg), ErrorCode::kDtypeMismatch);
+  EXPECT_NE(msg.find("MX tensor already"), std::string::npos) << msg;
+}
+
+TEST(MxTensor, PartsMustMatchTheDescription) {
+  Tensor x = f32_tensor({2, 64}, std::vector<float>(128, 1.5f));
+  Quantized q = quantize(x, "mxfp4_e2m1");
+  EXPECT_EQ(q.elements.shape(), (Shape{2, 32}));
+  EXPECT_EQ(q.scale.shape(), (Shape{2, 2}));
+  EXPECT_EQ(q.q.meta().str(), "mxfp4_e2m1[2, 64] (block_size 32, axis -1)");
+  auto m = q.q.meta().mx;
+  // Copied into one allocation: the same bytes, an MX tensor again.
+  Tensor again = mx_from_parts(m, q.elements, q.scale, ErrorCode::kBadRequest, "t");
+  EXPECT_EQ(bytes_of(again), bytes_of(q.q));
+  EXPECT_EQ(floats_of(dequantize({again, q.elements, q.scale}, "mxfp4_e2m1")), floats_of(dequantize(q, "mxfp4_e2m1")));
+  // A scale count, a packed size or a dtype that does not match.
+  Tensor short_scale = Tensor::empty_host(DType::kFloat8E8M0FNU, {2, 1});
+  Tensor long_elements = Tensor::empty_host(DType::kUInt8, {2, 33});
+  Tensor wrong_dtype = Tensor::empty_host(DType::kInt8, {2, 32});
+  for (const auto& [el, sc] : std::vector<std::pair<Tensor, Tensor>>{
+           {q.elements, short_scale}, {long_elements, q.scale}, {wrong_dtype, q.scale}, {q.elements, q.elements}}) {
+    try {
+      mx_from_parts(m, el, sc, ErrorCode::kBadRequest, "t");
+      ADD_FAILURE() << "accepted " << el.meta().str() << " + " << sc.meta().str();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadRequest) << e.message();
+    }
+  }
+  // Descriptions: bad block sizes, axes and lengths, from an op (422 codes)
+  // and from the wire (400).
+  auto code_of = [](int64_t bs, int64_t axis, Shape shape, bool wire) {
+    try {
+      make_mx_meta(kernels::MxFormat::kFp6E2M3, bs, axis, std::move(shape), wire, "t");
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;  // accepted
+  };
+  EXPECT_EQ(code_of(32, -1, {2, 64}, false), ErrorCode::kInternal);
+  EXPECT_EQ(code_of(30, -1, {2, 60}, false), ErrorCode::kInvalidArgument);  // FP6 needs multiples of 4
+  EXPECT_EQ(code_of(32, 2, {2, 64}, false), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of(32, -3, {2, 64}, false), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of(32, 0, {2, 64}, false), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(code_of(32, -1, {}, false), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of(0, -1, {2, 64}, true), ErrorCode::kBadRequest);
+  EXPECT_EQ(code_of(32, 0, {2, 64}, true), ErrorCode::kBadRequest);
+  EXPECT_EQ(code_of(int64_t{1} << 21, -1, {int64_t{1} << 21}, true), ErrorCode::kBadRequest);
+  EXPECT_EQ(code_of(32, -1, {int64_t{1} << 40, int64_t{1} << 40}, true), ErrorCode::kBadRequest);
+}
+
+TEST(MxTensor, CopiesKeepTheDescription) {
+  Quantized q = quantize(f32_tensor({64, 2}, std::vector<float>(128, -3.0f)), "mxfp8_e5m2", 32, 0);
+  Tensor c = q.q.clone();
+  EXPECT_NE(c.data(), q.q.data());
+  EXPECT_EQ(c.meta().str(), q.q.meta().str());
+  EXPECT_EQ(bytes_of(c), bytes_of(q.q));
+  EXPECT_EQ(c.nbytes(), 64u * 2 + 2u * 2);
+  EXPECT_EQ(q.q.to_host().meta().str(), q.q.meta().str());
 }
 
 }  // namespace

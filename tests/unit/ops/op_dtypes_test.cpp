@@ -13,6 +13,7 @@
 
 #include "ops/dtype_list.h"
 #include "ops/error.h"
+#include "ops/mx_tensor.h"
 #include "ops/op_registry.h"
 
 namespace tensord {
@@ -40,7 +41,6 @@ const std::map<std::string, std::map<std::string, Attr>>& extra_attrs() {
       {"transpose", {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}},
       {"to", {{"dtype", "float32"}}},
       {"mx.quantize", {{"format", "mxfp8_e4m3"}}},
-      {"mx.dequantize", {{"format", "mxfp8_e4m3"}}},
   };
   return m;
 }
@@ -53,7 +53,6 @@ struct FixedOperand {
 const std::map<std::string, std::map<std::string, FixedOperand>>& fixed_operands() {
   static const std::map<std::string, std::map<std::string, FixedOperand>> m = {
       {"where", {{"condition", {DType::kBool, {2, 2}}}}},
-      {"mx.dequantize", {{"scale", {DType::kFloat8E8M0FNU, {2, 1}}}}},
   };
   return m;
 }
@@ -81,6 +80,11 @@ OpArgs<TensorMeta> args_of(const OpDef& op, DType t) {
       case ParamKind::kTensor:
       case ParamKind::kScalarOrTensor:
         if (required || (op.name == "clamp" && p.name == "min")) a.tensors[i] = {meta(t, shape)};
+        // An op that takes MX tensors lists uint8, their bytes' dtype: its
+        // uint8 operand is an MX tensor.
+        if (op.takes_mx && t == DType::kUInt8) {
+          a.tensors[i] = {mx_tensor_meta(make_mx_meta(kernels::MxFormat::kFp8E4M3, 32, -1, shape, false, "t"))};
+        }
         if (fixed != fixed_operands().end()) {
           auto f = fixed->second.find(p.name);
           if (f != fixed->second.end()) a.tensors[i] = {meta(f->second.dtype, f->second.shape)};

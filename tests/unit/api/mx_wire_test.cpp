@@ -88,10 +88,10 @@ TEST(MxWire, MalformedDescriptionsAreBadRequest) {
   EXPECT_EQ(code_of_parse(good), ErrorCode::kInternal);
   for (const std::string d : {
            "{\"mx\":\"mxfp9\",\"block_size\":32,\"axis\":-1,\"shape\":[2,32]}",
-           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":16,\"axis\":-1,\"shape\":[2,32]}",    // 4 scales, file has 2
-           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1,\"shape\":[2,64]}",    // packed size
-           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":5,\"shape\":[2,32]}",     // axis
-           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1}",                     // no shape
+           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":16,\"axis\":-1,\"shape\":[2,32]}",  // 4 scales, file has 2
+           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1,\"shape\":[2,64]}",  // packed size
+           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":5,\"shape\":[2,32]}",   // axis
+           "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1}",                   // no shape
            "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1,\"shape\":[2,32],\"x\":1}",
            "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32.5,\"axis\":-1,\"shape\":[2,32]}",
            "{\"mx\":\"mxfp8_e4m3\",\"block_size\":32,\"axis\":-1,\"shape\":[2,-32]}",

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""MX quantize and dequantize through the server, against memory-copy
+bandwidth measured in the same run (DESIGN.md "Performance targets": >= 50%
+of it for FP8 and FP4).
+
+A float32 tensor of N elements (N(0,1), blocks of 32 along the last axis) is
+stored once; each rep runs `mx.quantize($stored/x)` storing the MX result,
+and `mx.dequantize($stored/q)` storing the float32 result, so no tensor
+crosses the wire: the time is the job's `run_ms` (the server's own
+measurement of the program). GB/s counts the float32 side (input of
+quantize, output of dequantize). Floors in the same run: numpy's copy of the
+same float32 bytes in this process (memcpy), and the server's `neg` of x, an
+elementwise pass reading and writing the same bytes (run_ms). Medians of R.
+
+    python3 bench/mx.py [--build build] [--numel N] [--reps R] [--write-readme]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from benchlib import start_server, write_readme_section
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+import tensord  # noqa: E402
+
+FORMATS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1"]
+
+
+def run_ms(c, nodes, store):
+    c.run({"nodes": nodes, "outputs": list(store)}, store=store)
+    return float(c.last_job["run_ms"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--numel", type=int, default=1 << 22)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--write-readme", action="store_true")
+    a = ap.parse_args()
+    proc, url = start_server(os.path.join(a.build, "tensord"), ["--backend", "cpu", "--checkpoint-every", "0"])
+    try:
+        c = tensord.Client(url, timeout=600)
+        x = np.random.default_rng(0).standard_normal((a.numel // 256, 256)).astype(np.float32)
+        gb = x.nbytes / 1e9
+        c.put("bench/x", x)
+        dst = np.empty_like(x)
+        copies = []
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            np.copyto(dst, x)
+            copies.append(time.perf_counter() - t0)
+        memcpy = gb / statistics.median(copies)
+        neg = gb / (statistics.median(
+            run_ms(c, [{"id": "n", "op": "neg", "args": ["$stored/bench/x"], "outputs": ["y"]}], {"y": "bench/y"})
+            for _ in range(a.reps)) / 1e3)
+        rows = []
+        for fmt in FORMATS:
+            row = [fmt]
+            for rounding in ("floor", "rceil"):
+                q = [{"id": "q", "op": "mx.quantize", "args": ["$stored/bench/x", fmt],
+                      "kwargs": {"scale_rounding": rounding}, "outputs": ["q"]}]
+                ms = statistics.median(run_ms(c, q, {"q": "bench/q"}) for _ in range(a.reps))
+                row.append(gb / (ms / 1e3))
+            d = [{"id": "d", "op": "mx.dequantize", "args": ["$stored/bench/q"], "outputs": ["d"]}]
+            ms = statistics.median(run_ms(c, d, {"d": "bench/d"}) for _ in range(a.reps))
+            row.append(gb / (ms / 1e3))
+            rows.append(row)
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    load = os.getloadavg()[0]
+    out = ["## mx.py", "",
+           "`python3 bench/mx.py --numel %d --reps %d`: through the server (job run_ms, no wire), GB/s of the "
+           "float32 side and %% of numpy memcpy (%.2f GB/s) in the same run; the server's `neg` pass over the "
+           "same bytes: %.2f GB/s. Load average %.1f." % (a.numel, a.reps, memcpy, neg, load), "",
+           "| format | quantize floor | quantize rceil | dequantize (rceil scales) |", "|---|---|---|---|"]
+    for fmt, qf, qr, dq in rows:
+        out.append("| %s | %.2f (%.0f%%) | %.2f (%.0f%%) | %.2f (%.0f%%) |" % (
+            fmt, qf, 100 * qf / memcpy, qr, 100 * qr / memcpy, dq, 100 * dq / memcpy))
+    text = "\n".join(out) + "\n"
+    print(text)
+    if a.write_readme:
+        write_readme_section("## mx.py", text)
+
+
+if __name__ == "__main__":
+    main()

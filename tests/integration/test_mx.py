@@ -6,6 +6,7 @@ malformed bodies refused with nothing stored. Values are checked against the
 client's numpy dequantize, written from the spec, not from the server."""
 
 import json
+import time
 import os
 import shutil
 import struct
@@ -109,7 +110,14 @@ def test_list_head_delete_and_packed_memory(uniq):
         before = metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "default"})
         q, _ = quantize(c, data((8, 256)), "mxfp4_e2m1", store="m/q")
         packed = 8 * 128 + 8 * 8
-        after = metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "default"})
+        # The reply's tensors (the float32 "d" returned) are released once
+        # it is sent, a moment after the client has read it.
+        deadline = time.time() + 5
+        while True:
+            after = metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "default"})
+            if after - before == packed or time.time() > deadline:
+                break
+            time.sleep(0.05)
         assert after - before == packed
         [info] = c.list("m/")
         assert info == {"name": "m/q", "dtype": "mxfp4_e2m1", "shape": [8, 256], "bytes": packed,

@@ -274,6 +274,19 @@ bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Va
   } else if (key == "priority") {
     if (!v.IsInt()) bad("request.priority must be an integer");
     s.priority = v.GetInt();
+  } else if (key == "spmd_part") {
+    // A coordinator's forward of some members' part (docs/api-notes.md).
+    if (!v.IsObject() || !v.HasMember("members") || !v["members"].IsArray() || !v.HasMember("key") ||
+        !v["key"].IsString() || v.MemberCount() != 2) {
+      bad("request.spmd_part must be {\"members\": [indices], \"key\": string}");
+    }
+    if (!s.spmd) s.spmd.emplace();
+    for (const auto& m : v["members"].GetArray()) {
+      if (!m.IsUint()) bad("request.spmd_part.members must be group indices");
+      s.spmd->part_members.push_back(m.GetUint());
+    }
+    if (s.spmd->part_members.empty()) bad("request.spmd_part.members is empty");
+    s.spmd->part_key.assign(v["key"].GetString(), v["key"].GetStringLength());
   } else if (key == "ranks") {
     // SPMD (API.md 8): the whole world (R) or a subgroup ([r0, r1, ...]);
     // the engine checks them against the server's ranks.
@@ -331,7 +344,8 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     prog->value.Accept(w);
-    s.program_sha256 = sha256_hex(std::string_view(sb.GetString(), sb.GetSize()));
+    s.program_json.assign(sb.GetString(), sb.GetSize());
+    s.program_sha256 = sha256_hex(s.program_json);
   }
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "graphs/compiled_program.h"
@@ -17,6 +18,7 @@
 #include "scheduler/collective_metrics.h"
 #include "scheduler/rank_workers.h"
 #include "scheduler/running_jobs.h"
+#include "scheduler/spmd_peers.h"
 #include "scheduler/spmd_plan.h"
 #include "scheduler/spmd_run.h"
 #include "streams/stream_pool.h"
@@ -82,6 +84,10 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
   collective_metrics_ = std::make_unique<CollectiveMetrics>(opts.metrics);
   RankWorkersOptions ro;
   ro.ranks = opts.ranks;
+  ro.world_size = opts.world_size;
+  ro.rank_offset = opts.rank_offset;
+  ro.make_store = opts.make_store;
+  ro.hostname = opts.rank_hostname;
   ro.collective_timeout = opts.collective_timeout;
   ro.flight_recorder_entries = opts.flight_recorder_entries;
   CollectiveMetrics* cm = collective_metrics_.get();
@@ -89,6 +95,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, Eng
     cm->submitted(group, op, bytes, rank == 0);
   };
   ranks_ = std::make_unique<RankWorkers>(std::move(ro));
+  on_collective_timeout_ = opts.on_collective_timeout;
+  // Keys of this server's groups in a shared store must not meet those of
+  // an earlier run of it (a Redis store outlives the process).
+  boot_id_ =
+      std::random_device{}() ^ static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   if (metrics_->enabled()) {
     busy_ticker_ = std::thread([this, m] {
       std::unique_lock<std::mutex> lk(ticker_mu_);
@@ -167,7 +178,7 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
   if (spec.spmd) {
-    w->spmd = std::make_shared<const SpmdPlan>(plan_spmd(spec, stored_lookup, ranks_->size()));
+    w->spmd = std::make_shared<const SpmdPlan>(plan_spmd(spec, stored_lookup, ranks_->world()));
   } else {
     w->cp = compile_program(spec.program, input_metas, stored_lookup);
   }
@@ -294,9 +305,39 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
       ExecResult er;
       std::vector<ExecResult> members;  // an SPMD job's, in its group's order
+      std::vector<size_t> shown;        // its members whose values this server answers with
       if (w.spmd) {
-        members = run_spmd(*w.spmd, *ranks_, eo, job.cancel_flag());
-        er = std::move(members[0]);  // stored writes are replicated (plan_spmd checked): rank 0's commit
+        const SpmdRequest& sr = *w.spec.spmd;
+        SpmdRun run;
+        run.plan = w.spmd.get();
+        run.spec = &w.spec;
+        run.peers = peers_;
+        run.part = sr.part_members;
+        run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
+        std::vector<bool> ran;
+        try {
+          members = run_spmd(run, *ranks_, eo, job.cancel_flag(), ran);
+        } catch (const Error& e) {
+          if (sr.part_key.empty()) spmd_key(w.spmd->group, true);  // the next job meets in a fresh group
+          if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
+          throw;
+        } catch (...) {
+          if (sr.part_key.empty()) spmd_key(w.spmd->group, true);
+          throw;
+        }
+        // Stored writes are replicated (plan_spmd checked): each server
+        // commits those of its first member to its own store.
+        size_t first = 0;
+        while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
+        if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
+        er = members[first];
+        for (size_t i = 0; i < ran.size(); ++i) {
+          if (sr.part_members.empty()
+                  ? ran[i]
+                  : std::find(sr.part_members.begin(), sr.part_members.end(), i) != sr.part_members.end()) {
+            shown.push_back(i);
+          }
+        }
       } else if (w.plan) {
         // Graphs sharing a pool share its buffers: one replay at a time.
         std::lock_guard<std::mutex> lk(w.pool->run_mutex());
@@ -344,8 +385,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
           if (r.spmd) {
             std::vector<Tensor> each;
             if (!w.spmd->is_replicated_output(name)) {
-              each.push_back(r.outputs.back().second);
-              for (size_t i = 1; i < members.size(); ++i) each.push_back(members[i].outputs[k].second.to_host());
+              for (size_t i : shown) each.push_back(members[i].outputs[k].second.to_host());
             }
             r.per_rank.push_back(std::move(each));
           }
@@ -501,6 +541,17 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
     }
   }
   return job;
+}
+
+void Engine::set_spmd_peers(std::shared_ptr<SpmdPeers> peers) {
+  peers_ = std::move(peers);
+}
+
+std::string Engine::spmd_key(const std::string& group, bool replace) {
+  std::lock_guard lk(key_mu_);
+  uint64_t& gen = key_gen_[group];
+  if (replace) ++gen;
+  return group + "#" + std::to_string(boot_id_) + "." + std::to_string(gen);
 }
 
 void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -24,6 +25,10 @@
 #include "scheduler/scheduler_types.h"
 #include "scheduler/tenant.h"
 
+namespace gloo::rendezvous {
+class Store;
+}
+
 namespace tensord {
 
 class EngineMetrics;
@@ -35,6 +40,7 @@ class ReplayPlan;
 class RunningJobs;
 class RankWorkers;
 class CollectiveMetrics;
+class SpmdPeers;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -46,6 +52,15 @@ struct EngineOptions {
   int ranks = 1;
   std::chrono::milliseconds collective_timeout{60000};
   size_t flight_recorder_entries = 2048;
+  // A world across servers (--world-size, --rank-offset, --rendezvous):
+  // see RankWorkersOptions.
+  int world_size = 0;
+  int rank_offset = 0;
+  std::function<std::shared_ptr<gloo::rendezvous::Store>()> make_store;
+  std::string rank_hostname = "127.0.0.1";
+  // Called when an SPMD job fails on a collective that timed out (the
+  // server writes the flight recorders to its state dir).
+  std::function<void()> on_collective_timeout;
 };
 
 class Engine {
@@ -90,6 +105,9 @@ class Engine {
   Backend& backend() { return *backend_; }
   // This server's local ranks (their flight recorders); never null.
   RankWorkers& ranks() { return *ranks_; }
+  // How SPMD jobs reach the world's other servers (set once, before the
+  // server serves; none: every rank is local).
+  void set_spmd_peers(std::shared_ptr<SpmdPeers> peers);
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   // The config in force (a copy: a reload may replace it).
   ServerConfig config() const;
@@ -145,6 +163,14 @@ class Engine {
   std::thread busy_ticker_;
   std::unique_ptr<CollectiveMetrics> collective_metrics_;
   std::unique_ptr<RankWorkers> ranks_;
+  std::shared_ptr<SpmdPeers> peers_;
+  std::function<void()> on_collective_timeout_;
+  // Where a group's members meet: "<group>#<boot id>.<generation>", a new
+  // generation after a job failed in it (`replace`).
+  std::string spmd_key(const std::string& group, bool replace);
+  std::mutex key_mu_;
+  std::map<std::string, uint64_t> key_gen_;
+  uint64_t boot_id_ = 0;
 };
 
 }  // namespace tensord

@@ -24,6 +24,11 @@ struct SpmdRequest {
   int count = 0;           // "ranks": R (the whole world, which must have R ranks)
   std::vector<int> ranks;  // "ranks": [r0, r1, ...] (a subgroup, in that order)
   std::map<std::string, SpmdInput> inputs;
+  // A part forwarded by the world's coordinator ("spmd_part"): this
+  // server runs these members of the group (indices into it), which meet
+  // under `part_key`. Empty: the whole request (this server coordinates).
+  std::vector<size_t> part_members;
+  std::string part_key;
 };
 
 struct JobSpec {
@@ -39,6 +44,10 @@ struct JobSpec {
   // Set when the request says "ranks" (API.md 8): the program runs SPMD on
   // those ranks; `inputs` are then the replicated ones.
   std::optional<SpmdRequest> spmd;
+  // The program as JSON and the caller's Authorization header: what a
+  // coordinator forwards to the servers holding the group's other ranks.
+  std::string program_json;
+  std::string authorization;
 };
 
 struct JobResult {

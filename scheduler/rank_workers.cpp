@@ -49,15 +49,25 @@ struct RankWorkers::Group {
   std::vector<std::unique_ptr<dist::ProcessGroup>> members;
 };
 
-RankWorkers::RankWorkers(RankWorkersOptions opts) : opts_(std::move(opts)) {
+namespace {
+RankWorkersOptions checked(RankWorkersOptions o) {
+  if (o.world_size == 0) o.world_size = o.ranks;
+  TENSORD_CHECK(o.ranks >= 1, kInvalidArgument, "--ranks must be at least 1");
+  TENSORD_CHECK(o.rank_offset >= 0 && o.rank_offset + o.ranks <= o.world_size, kInvalidArgument,
+                "ranks " + std::to_string(o.rank_offset) + ".." + std::to_string(o.rank_offset + o.ranks - 1) +
+                    " do not fit a world of " + std::to_string(o.world_size));
+  return o;
+}
+}  // namespace
+
+RankWorkers::RankWorkers(RankWorkersOptions opts) : opts_(checked(std::move(opts))) {
   dist::link_dist_ops();
-  TENSORD_CHECK(opts_.ranks >= 1, kInvalidArgument, "--ranks must be at least 1");
-  store_ = dist::make_hash_store();
+  if (!opts_.make_store) store_ = dist::make_hash_store();
   for (int r = 0; r < opts_.ranks; ++r) {
     auto rk = std::make_unique<Rank>();
-    rk->recorder = std::make_shared<dist::FlightRecorder>(r, opts_.flight_recorder_entries);
+    rk->recorder = std::make_shared<dist::FlightRecorder>(opts_.rank_offset + r, opts_.flight_recorder_entries);
     rk->recorder->set_comm_lib_version(dist::GlooProcessGroup::version());
-    rk->device = dist::make_tcp_device("127.0.0.1");
+    rk->device = dist::make_tcp_device(opts_.hostname);
     Rank* raw = rk.get();
     rk->thread = std::thread([raw] { raw->loop(); });
     ranks_.push_back(std::move(rk));
@@ -88,36 +98,22 @@ std::shared_ptr<dist::FlightRecorder> RankWorkers::recorder(int r) const {
   return ranks_.at(static_cast<size_t>(r))->recorder;
 }
 
-dist::ProcessGroup& RankWorkers::group_of(const std::vector<int>& ranks, size_t index) {
-  const std::string name = dist::group_name(ranks, size());
-  std::shared_ptr<Group> g;
-  {
-    std::lock_guard lk(groups_mu_);
-    auto& slot = groups_[name];
-    if (!slot) {
-      slot = std::make_shared<Group>();
-      slot->key_prefix = name + "#" + std::to_string(generation_++);
-      slot->pg_id = next_pg_id_++;
-      slot->members.resize(ranks.size());
-    }
-    g = slot;
-  }
+dist::ProcessGroup& RankWorkers::member_of(Group& g, const std::vector<int>& ranks, size_t index) {
   // Each member fills its own slot, on its own thread, and only while no
   // other run can touch the group (run_mu_).
-  auto& member = g->members[index];
+  auto& member = g.members[index];
   if (!member) {
-    const int local = ranks[index];
-    Rank& rk = *ranks_[static_cast<size_t>(local)];
+    Rank& rk = *ranks_[static_cast<size_t>(ranks[index] - opts_.rank_offset)];
     dist::ProcessGroupOptions po;
-    po.name = name;
+    po.name = dist::group_name(ranks, world());
     po.global_ranks = ranks;
-    po.pg_id = g->pg_id;
+    po.pg_id = g.pg_id;
     po.timeout = opts_.collective_timeout;
     po.recorder = rk.recorder;
     po.on_collective = opts_.on_collective;
     dist::GlooOptions go;
-    go.store = store_;
-    go.key_prefix = g->key_prefix;
+    go.store = opts_.make_store ? opts_.make_store() : store_;
+    go.key_prefix = g.key_prefix;
     go.device = rk.device;
     go.rendezvous_timeout = opts_.collective_timeout;
     member = std::make_unique<dist::GlooProcessGroup>(static_cast<int>(index), static_cast<int>(ranks.size()),
@@ -126,22 +122,41 @@ dist::ProcessGroup& RankWorkers::group_of(const std::vector<int>& ranks, size_t 
   return *member;
 }
 
-std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, const Part& part,
-                                                 const std::function<void()>& tick) {
+std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, const std::string& key_prefix,
+                                                 const Part& part, const std::function<void()>& tick) {
   for (int r : ranks) {
-    TENSORD_CHECK(r >= 0 && r < size(), kInvalidArgument,
-                  "rank " + std::to_string(r) + " is not one of this server's " + std::to_string(size()));
+    TENSORD_CHECK(r >= 0 && r < world(), kInvalidArgument,
+                  "rank " + std::to_string(r) + " is not in the world of " + std::to_string(world()));
   }
   std::lock_guard run_lock(run_mu_);
+  const std::string name = dist::group_name(ranks, world());
+  std::shared_ptr<Group> g;
+  {
+    std::lock_guard lk(groups_mu_);
+    auto& slot = groups_[name];
+    if (slot && slot->key_prefix != key_prefix) {
+      // Another generation of the group: the old one winds down apart.
+      reapers_.emplace_back([old = std::move(slot)]() mutable { old.reset(); });
+    }
+    if (!slot) {
+      slot = std::make_shared<Group>();
+      slot->key_prefix = key_prefix;
+      slot->pg_id = next_pg_id_++;
+      slot->members.resize(ranks.size());
+    }
+    g = slot;
+  }
   const size_t n = ranks.size();
   std::vector<std::exception_ptr> errors(n);
   std::mutex mu;
   std::condition_variable cv;
-  size_t left = n;
+  size_t left = 0;
+  for (size_t i = 0; i < n; ++i) left += is_local(ranks[i]) ? 1 : 0;
   for (size_t i = 0; i < n; ++i) {
-    ranks_[static_cast<size_t>(ranks[i])]->post([&, i] {
+    if (!is_local(ranks[i])) continue;
+    ranks_[static_cast<size_t>(ranks[i] - opts_.rank_offset)]->post([&, i] {
       try {
-        part(i, group_of(ranks, i));
+        part(i, member_of(*g, ranks, i));
       } catch (...) {
         errors[i] = std::current_exception();
       }

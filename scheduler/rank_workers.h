@@ -46,7 +46,15 @@ class ProcessGroup;
 }  // namespace dist
 
 struct RankWorkersOptions {
-  int ranks = 1;
+  int ranks = 1;        // this server's ranks (--ranks)
+  int world_size = 0;   // ranks in the world (--world-size; 0: `ranks`)
+  int rank_offset = 0;  // this server's first global rank (--rank-offset)
+  // Where a group's members meet (--rendezvous): a new store for each
+  // member that joins (a Redis connection is not shared between threads);
+  // null: one in-process store (a world of this server alone).
+  std::function<std::shared_ptr<gloo::rendezvous::Store>()> make_store;
+  // The address this server's ranks listen on for their peers.
+  std::string hostname = "127.0.0.1";
   std::chrono::milliseconds collective_timeout{60000};
   size_t flight_recorder_entries = 2048;
   // Each collective as a rank submits it (metrics): group, the rank's index
@@ -61,28 +69,35 @@ class RankWorkers {
   RankWorkers(const RankWorkers&) = delete;
   RankWorkers& operator=(const RankWorkers&) = delete;
 
-  int size() const { return static_cast<int>(opts_.ranks); }
+  int size() const { return opts_.ranks; }  // local ranks
+  int world() const { return opts_.world_size; }
+  int offset() const { return opts_.rank_offset; }
+  // Whether global rank g is one of this server's.
+  bool is_local(int g) const { return g >= opts_.rank_offset && g < opts_.rank_offset + opts_.ranks; }
   std::chrono::milliseconds collective_timeout() const { return opts_.collective_timeout; }
 
-  // Runs part(i, group) on local rank ranks[i]'s thread for every i, with
-  // that rank's group over `ranks`, and returns when every part returned:
-  // their exceptions by index (null for a part that succeeded). `tick` runs
-  // on the caller's thread every few milliseconds meanwhile (a job watches
-  // its cancel flag and deadline there). One call at a time. When a part
-  // failed, a collective may be left pending on the others: the group is
-  // replaced before the next call, whose use joins a new one.
+  // Runs part(i, group) for every member i of the group over `ranks`
+  // (global ranks, in the group's order) that is local, on its rank's
+  // thread, with its ProcessGroup, and returns when every part returned:
+  // their exceptions by member (null for a member that succeeded or is not
+  // local). The members meet under `key_prefix` (the group is joined anew
+  // when it changes: every server of a world must use the same one). `tick`
+  // runs on the caller's thread every few milliseconds meanwhile (a job
+  // watches its cancel flag and deadline there). One call at a time. When a
+  // part failed, a collective may be left pending on the others: the group
+  // is dropped, and the caller should pick a new prefix.
   using Part = std::function<void(size_t index, dist::ProcessGroup& group)>;
-  std::vector<std::exception_ptr> run(const std::vector<int>& ranks, const Part& part,
+  std::vector<std::exception_ptr> run(const std::vector<int>& ranks, const std::string& key_prefix, const Part& part,
                                       const std::function<void()>& tick);
-  // Local rank r's flight recorder.
+  // Local rank r's flight recorder (global rank offset() + r).
   std::shared_ptr<dist::FlightRecorder> recorder(int r) const;
 
  private:
   struct Rank;
   struct Group;
-  // Rank `r`'s part of the group over `ranks` (its member `index`),
-  // joining it first when it does not exist yet. Runs on rank r's thread.
-  dist::ProcessGroup& group_of(const std::vector<int>& ranks, size_t index);
+  // Member `index`'s part of `g` over `ranks`, joining it first when it
+  // has not yet. Runs on the member's rank thread.
+  dist::ProcessGroup& member_of(Group& g, const std::vector<int>& ranks, size_t index);
   // Drops the group over `ranks` (run_mu_ held, no part running).
   void retire(const std::vector<int>& ranks);
 
@@ -94,7 +109,6 @@ class RankWorkers {
   std::mutex groups_mu_;
   std::map<std::string, std::shared_ptr<Group>> groups_;
   int64_t next_pg_id_ = 0;
-  int64_t generation_ = 0;
   std::vector<std::thread> reapers_;  // retired groups winding down
 };
 

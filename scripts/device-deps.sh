@@ -16,7 +16,7 @@ PKGS=(
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0
   liblapacke liblapacke-dev liblapack3 libblas3 libtmglib3 libgfortran5 libquadmath0
-  libgtest-dev libgmock-dev libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-route-3-200 libnl-3-200
+  libgtest-dev libgmock-dev libgloo-dev libgloo0 libhiredis0.14 libhiredis-dev libibverbs1 libnl-route-3-200 libnl-3-200
   pkgconf pkgconf-bin libpkgconf3
 )
 

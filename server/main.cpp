@@ -26,6 +26,9 @@
 #include "server/auth.h"
 #include "server/checkpointer.h"
 #include "server/shutdown_watchdog.h"
+#include "server/flight_recorder_files.h"
+#include "server/spmd_peers_http.h"
+#include "ops/dist/gloo_process_group.h"
 #include "server/config_reloader.h"
 #include "server/http_server.h"
 #include "server/stream_service.h"
@@ -65,6 +68,9 @@ const char* kUsage =
     "  --collective-timeout S    seconds a collective may take before its request fails 504\n"
     "                            (default 60)\n"
     "  --flight-recorder-entries N  collectives each rank's flight recorder keeps (default 2048)\n"
+    "  --rendezvous URL          redis://HOST:PORT or file:///DIR: where the servers of a world meet\n"
+    "  --world-size N            ranks in the whole world (default: --ranks)\n"
+    "  --rank-offset K           this server's first global rank (default 0; 0 coordinates)\n"
     "  --version                 print the version\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -93,7 +99,8 @@ int main(int argc, char** argv) {
   install_reload_signal_handler();  // SIGHUP reloads --config instead of ending the process
   ServerOptions sopt;
   std::string backend_name = "auto", state_dir, config_path;
-  int threads = 0, workqueue_limit = 2, ranks = 1;
+  int threads = 0, workqueue_limit = 2, ranks = 1, world_size = 0, rank_offset = 0;
+  std::string rendezvous;
   std::chrono::seconds collective_timeout{60};
   size_t flight_recorder_entries = 2048;
   std::chrono::seconds checkpoint_every{60};
@@ -154,8 +161,12 @@ int main(int argc, char** argv) {
       collective_timeout = std::chrono::seconds(parse_int(flag, value(), 1, 86400));
     } else if (flag == "--flight-recorder-entries") {
       flight_recorder_entries = static_cast<size_t>(parse_int(flag, value(), 1, 1 << 20));
-    } else if (flag == "--rendezvous" || flag == "--world-size" || flag == "--rank-offset") {
-      usage_error(flag + ": worlds across servers are not built yet; --ranks R runs R local ranks");
+    } else if (flag == "--rendezvous") {
+      rendezvous = value();
+    } else if (flag == "--world-size") {
+      world_size = static_cast<int>(parse_int(flag, value(), 1, 4096));
+    } else if (flag == "--rank-offset") {
+      rank_offset = static_cast<int>(parse_int(flag, value(), 0, 4095));
     } else if (flag == "--config") {
       config_path = value();
     } else if (flag == "--metrics") {
@@ -172,6 +183,37 @@ int main(int argc, char** argv) {
   }
 
   log::configure(log_format, log_level);
+  // A world across servers (API.md 8): where they meet, and which ranks are ours.
+  std::function<std::shared_ptr<gloo::rendezvous::Store>()> make_store;
+  if (world_size == 0) world_size = ranks;
+  if (rank_offset + ranks > world_size) {
+    usage_error("--rank-offset " + std::to_string(rank_offset) + " + --ranks " + std::to_string(ranks) +
+                " exceeds --world-size " + std::to_string(world_size));
+  }
+  if (!rendezvous.empty()) {
+    if (rendezvous.rfind("redis://", 0) == 0) {
+      std::string hp = rendezvous.substr(8);
+      if (!hp.empty() && hp.back() == '/') hp.pop_back();
+      const auto colon = hp.rfind(':');
+      if (colon == std::string::npos || colon == 0) usage_error("--rendezvous redis://HOST:PORT");
+      const std::string rhost = hp.substr(0, colon);
+      const int rport = static_cast<int>(parse_int("--rendezvous", hp.substr(colon + 1), 1, 65535));
+      make_store = [rhost, rport] { return dist::make_redis_store(rhost, rport); };
+    } else if (rendezvous.rfind("file://", 0) == 0 && rendezvous.size() > 7) {
+      const std::string dir = rendezvous.substr(7);
+      make_store = [dir] { return dist::make_file_store(dir); };
+    } else {
+      usage_error("--rendezvous takes redis://HOST:PORT or file:///DIR, got '" + rendezvous + "'");
+    }
+    try {
+      make_store();  // reachable now, or the server does not start
+    } catch (const std::exception& e) {
+      log::error("--rendezvous " + rendezvous + " is not reachable", {{"error", std::string(e.what())}});
+      return 2;
+    }
+  } else if (world_size != ranks) {
+    usage_error("a world larger than this server's ranks needs --rendezvous");
+  }
   ServerConfig config;
   if (config_path.empty()) {
     config = default_config(workqueue_limit);
@@ -227,7 +269,21 @@ int main(int argc, char** argv) {
     eopt.ranks = ranks;
     eopt.collective_timeout = collective_timeout;
     eopt.flight_recorder_entries = flight_recorder_entries;
+    eopt.world_size = world_size;
+    eopt.rank_offset = rank_offset;
+    eopt.make_store = make_store;
+    const bool any_host = sopt.host == "0.0.0.0" || sopt.host == "::" || sopt.host == "localhost";
+    eopt.rank_hostname = any_host ? "127.0.0.1" : sopt.host;
+    // API.md 8: a collective that timed out leaves the flight recorders in
+    // the state dir (flight-recorder-rank<g>.json, replaced each time).
+    Engine* engine_ptr = nullptr;
+    if (!state_dir.empty()) {
+      eopt.on_collective_timeout = [&engine_ptr, state_dir] {
+        if (engine_ptr) write_flight_recorders(engine_ptr->ranks(), state_dir);
+      };
+    }
     Engine engine(std::move(backend), config, eopt);
+    engine_ptr = &engine;
     TenantRegistry tenants(config);
     Checkpointer checkpointer(state_dir, &tenants);
     for (Tenant* t : tenants.all()) checkpointer.restore(*t);  // a corrupt file is logged and skipped
@@ -278,6 +334,12 @@ int main(int argc, char** argv) {
     // line); written whatever --log-level says, so they always find it.
     log::write(log::Level::kInfo, "tensord " TENSORD_VERSION " (" + bname + ") listening on http://" + host + ":" +
                                       std::to_string(server.port()));
+    if (make_store) {
+      // Our ranks' URL for the world's coordinator (server/spmd_peers_http.h).
+      auto peers = std::make_shared<SpmdPeersHttp>(make_store, std::chrono::seconds(5));
+      peers->register_ranks("http://" + host + ":" + std::to_string(server.port()), rank_offset, ranks);
+      engine.set_spmd_peers(peers);
+    }
     log::info("serving", {{"backend", bname},
                           {"partitions", config.partitions.size()},
                           {"tenants", config.tenants.size()},

@@ -34,7 +34,9 @@ ServerInfo server_info(const AppContext& app) {
     }
     info.partitions.push_back(std::move(part));
   }
-  info.ranks_local = info.ranks_world = app.engine->ranks().size();
+  info.ranks_local = app.engine->ranks().size();
+  info.ranks_world = app.engine->ranks().world();
+  info.rank_offset = app.engine->ranks().offset();
   info.max_body_bytes = app.max_body_bytes;
   info.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count();
   return info;

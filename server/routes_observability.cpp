@@ -52,11 +52,12 @@ void add_observability_routes(Router& r, AppContext& app) {
       for (char c : v) digits = digits && c >= '0' && c <= '9';
       if (!digits) throw Error(ErrorCode::kBadRequest, "rank must be a non-negative integer, got '" + v + "'");
       const int r = std::atoi(v.c_str());
-      if (r >= ranks.size()) {
-        throw Error(ErrorCode::kNotFound, "rank " + v + " is not local to this server (its ranks are 0.." +
-                                              std::to_string(ranks.size() - 1) + ")");
+      if (!ranks.is_local(r)) {
+        throw Error(ErrorCode::kNotFound, "rank " + v + " is not local to this server (its ranks are " +
+                                              std::to_string(ranks.offset()) + ".." +
+                                              std::to_string(ranks.offset() + ranks.size() - 1) + ")");
       }
-      return json_response(200, dist::flight_recorder_json(ranks.recorder(r)->dump()));
+      return json_response(200, dist::flight_recorder_json(ranks.recorder(r - ranks.offset())->dump()));
     }
     std::vector<dist::FlightRecorderDump> dumps;
     for (int r = 0; r < ranks.size(); ++r) dumps.push_back(ranks.recorder(r)->dump());

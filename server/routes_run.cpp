@@ -38,6 +38,9 @@ JobSpec parse_job_request(HttpRequest& req) {
     spec = job_spec_from_json(d, {});
   }
   spec.request_id = req.request_id;
+  // An SPMD request over ranks of other servers is forwarded with the
+  // caller's credentials (server/spmd_peers_http.h).
+  if (spec.spmd) spec.authorization = req.header("authorization");
   return spec;
 }
 

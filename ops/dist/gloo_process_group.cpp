@@ -14,6 +14,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
@@ -35,6 +36,33 @@ std::shared_ptr<gloo::rendezvous::Store> make_hash_store() {
 
 std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir) {
   return std::make_shared<gloo::rendezvous::FileStore>(dir);
+}
+
+std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port) {
+  try {
+    return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kUnavailable, "redis at " + host + ":" + std::to_string(port) + ": " + e.what());
+  }
+}
+
+bool store_has_key(gloo::rendezvous::Store& store, const std::string& key) {
+  if (auto* r = dynamic_cast<gloo::rendezvous::RedisStore*>(&store)) return r->check({key});
+  try {
+    store.wait({key}, std::chrono::milliseconds(1));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void store_set(gloo::rendezvous::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<char>(value.begin(), value.end()));
+}
+
+std::string store_get(gloo::rendezvous::Store& store, const std::string& key) {
+  std::vector<char> v = store.get(key);
+  return std::string(v.begin(), v.end());
 }
 
 std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& hostname) {

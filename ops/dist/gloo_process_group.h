@@ -52,6 +52,13 @@ struct GlooOptions {
 // The stores: an in-process one (ranks as threads) and a directory.
 std::shared_ptr<gloo::rendezvous::Store> make_hash_store();
 std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir);
+// A Redis server's (one connection: one thread at a time).
+std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port);
+// Whether the store holds `key` now (no wait).
+bool store_has_key(gloo::rendezvous::Store& store, const std::string& key);
+// A key's value written (once: a store may refuse a second write) and read.
+void store_set(gloo::rendezvous::Store& store, const std::string& key, const std::string& value);
+std::string store_get(gloo::rendezvous::Store& store, const std::string& key);
 // A loopback/host TCP device for `hostname`.
 std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& hostname);
 

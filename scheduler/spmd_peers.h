@@ -28,8 +28,8 @@ class SpmdPeers {
   // peer's error, or Error(kDeadlineExceeded / kUnavailable) when it cannot
   // be reached or does not answer by `deadline`.
   virtual std::vector<std::pair<std::string, std::vector<Tensor>>> run_part(
-      const std::string& server, const JobSpec& spec, const std::vector<int>& group,
-      const std::vector<size_t>& members, const std::string& key, std::chrono::steady_clock::time_point deadline) = 0;
+      const std::string& server, const JobSpec& spec, const std::vector<int>& group, const std::vector<size_t>& members,
+      const std::string& key, std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 }  // namespace tensord

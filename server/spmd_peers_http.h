@@ -29,9 +29,8 @@ class SpmdPeersHttp final : public SpmdPeers {
 
   std::string server_of(int g) override;
   std::vector<std::pair<std::string, std::vector<Tensor>>> run_part(
-      const std::string& server, const JobSpec& spec, const std::vector<int>& group,
-      const std::vector<size_t>& members, const std::string& key,
-      std::chrono::steady_clock::time_point deadline) override;
+      const std::string& server, const JobSpec& spec, const std::vector<int>& group, const std::vector<size_t>& members,
+      const std::string& key, std::chrono::steady_clock::time_point deadline) override;
 
  private:
   std::mutex mu_;  // a store connection serves one thread at a time

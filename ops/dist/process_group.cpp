@@ -53,8 +53,9 @@ void ProcessGroup::check_supported(CollectiveOp op, ReduceOp reduce, const Tenso
   }
   if (!x) return;
   TENSORD_CHECK(x->defined(), kInvalidArgument, op_name + " needs a tensor");
-  TENSORD_CHECK(x->on_host(), kUnsupported,
-                "backend " + std::string(backend_name()) + " " + op_name + " takes host tensors only");
+  TENSORD_CHECK(x->on_host() != takes_device_tensors(), kUnsupported,
+                "backend " + std::string(backend_name()) + " " + op_name + " takes " +
+                    (takes_device_tensors() ? "device" : "host") + " tensors only");
   if (!supports_dtype(op, reduce, x->dtype())) {
     std::string what = op_name;
     if (op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter) {

@@ -60,6 +60,8 @@ class ProcessGroup {
   virtual bool supports(CollectiveOp op) const = 0;
   // Whether it can run `op` (with `reduce`, for reductions) on `dtype`.
   virtual bool supports_dtype(CollectiveOp op, ReduceOp reduce, DType dtype) const = 0;
+  // Where its tensors live: host memory (Gloo) or a device's (NCCL).
+  virtual bool takes_device_tensors() const { return false; }
 
   const std::string& name() const { return opts_.name; }
   int rank() const { return rank_; }

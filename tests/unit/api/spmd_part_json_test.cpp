@@ -39,7 +39,7 @@ TEST(SpmdPartJson, APeersAnswerAndItsErrors) {
                          {"dtype": "float32", "shape": [1], "data": [3]}]}}, "job": {}})";
   auto outs = spmd_part_outputs_from_json(200, ok);
   ASSERT_EQ(outs.size(), 2u);
-  EXPECT_EQ(outs[0].first, "s");  // in the reply's order
+  EXPECT_EQ(outs[0].first, "s");         // in the reply's order
   ASSERT_EQ(outs[0].second.size(), 1u);  // replicated: one tensor (its "replicated" field dropped)
   EXPECT_EQ(static_cast<float*>(outs[0].second[0].data())[0], 6.0f);
   EXPECT_EQ(outs[1].first, "m");

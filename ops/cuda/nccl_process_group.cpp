@@ -1,0 +1,288 @@
+#if defined(TENSORD_HAVE_NCCL)
+#include "ops/cuda/nccl_process_group.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "ops/dist/gloo_process_group.h"
+#include "ops/dist/work.h"
+#include "ops/error.h"
+#include "ops/tensor.h"
+
+namespace tensord::dist {
+
+namespace chr = std::chrono;
+
+struct NcclProcessGroup::Comm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  std::string broken;  // why the group is unusable (worker thread only)
+};
+
+namespace {
+
+void check_nccl(ncclResult_t r, const std::string& what) {
+  if (r != ncclSuccess) throw Error(ErrorCode::kUnavailable, what + ": " + ncclGetErrorString(r));
+}
+
+void check_cuda(cudaError_t r, const std::string& what) {
+  if (r != cudaSuccess) throw Error(ErrorCode::kInternal, what + ": " + cudaGetErrorString(r));
+}
+
+std::optional<ncclDataType_t> nccl_dtype(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kInt8:
+      return ncclInt8;
+    case DType::kUInt8:
+      return ncclUint8;
+    default:
+      return std::nullopt;
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kProd:
+      return ncclProd;
+  }
+  return ncclSum;
+}
+
+}  // namespace
+
+std::string NcclProcessGroup::version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+NcclProcessGroup::NcclProcessGroup(int rank, int size, ProcessGroupOptions opts, NcclOptions nccl)
+    : ProcessGroup(rank, size, std::move(opts)), nccl_(std::move(nccl)), comm_(std::make_unique<Comm>()) {
+  TENSORD_CHECK(nccl_.store != nullptr && nccl_.backend != nullptr, kInvalidArgument,
+                "nccl group " + name() + ": no store or backend");
+  comm_->device = nccl_.device.index;
+  check_cuda(cudaSetDevice(comm_->device), "nccl: cudaSetDevice");
+  const std::string key = (nccl_.key_prefix.empty() ? name() : nccl_.key_prefix) + "/nccl-id";
+  ncclUniqueId id;
+  if (rank == 0) {
+    check_nccl(ncclGetUniqueId(&id), "nccl: ncclGetUniqueId");
+    store_set(*nccl_.store, key, std::string(id.internal, sizeof(id.internal)));
+  } else {
+    const auto until = chr::steady_clock::now() + nccl_.rendezvous_timeout;
+    while (!store_has_key(*nccl_.store, key)) {
+      if (chr::steady_clock::now() >= until) {
+        throw Error(ErrorCode::kDeadlineExceeded, "nccl group " + name() + ": rank 0's id never came");
+      }
+      std::this_thread::sleep_for(chr::milliseconds(5));
+    }
+    const std::string v = store_get(*nccl_.store, key);
+    TENSORD_CHECK(v.size() == sizeof(id.internal), kInternal, "nccl group " + name() + ": a malformed id");
+    std::memcpy(id.internal, v.data(), v.size());
+  }
+  check_nccl(ncclCommInitRank(&comm_->comm, size, id, rank), "nccl: ncclCommInitRank");
+  check_cuda(cudaStreamCreateWithFlags(&comm_->stream, cudaStreamNonBlocking), "nccl: cudaStreamCreate");
+  recorder()->set_comm_lib_version(version());
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  std::deque<Task> pending;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    pending.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : pending) {
+    t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled")));
+  }
+  if (worker_.joinable()) worker_.join();
+  if (comm_->comm) ncclCommDestroy(comm_->comm);
+  if (comm_->stream) cudaStreamDestroy(comm_->stream);
+}
+
+bool NcclProcessGroup::supports(CollectiveOp) const {
+  return true;
+}
+
+bool NcclProcessGroup::supports_dtype(CollectiveOp op, ReduceOp, DType dtype) const {
+  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kReduceScatter) return true;  // moved as bytes
+  return nccl_dtype(dtype).has_value();
+}
+
+void NcclProcessGroup::enqueue(CollectiveCall call, std::shared_ptr<Work> work) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(Task{std::move(call), std::move(work)});
+  }
+  cv_.notify_one();
+}
+
+void NcclProcessGroup::worker_loop() {
+  cudaSetDevice(comm_->device);
+  for (;;) {
+    Task t;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      t = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    t.work->mark_started();
+    try {
+      t.work->finish(run(t.call));
+    } catch (...) {
+      t.work->fail(std::current_exception());
+    }
+  }
+}
+
+std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
+  const std::string what = describe(call);
+  if (!comm_->broken.empty()) {
+    throw Error(ErrorCode::kUnavailable, what + " cannot run: the group is broken (" + comm_->broken + ")");
+  }
+  cudaStream_t st = comm_->stream;
+  ncclComm_t comm = comm_->comm;
+  const int n = size();
+  // Every rank's fingerprint first, so ranks that disagree fail together
+  // by name instead of corrupting NCCL's transfers: seq, op, reduction,
+  // dtype, elements per row along dim 0, rows, src.
+  const Tensor& x = call.input;
+  const int64_t rows = x.defined() && x.dim() > 0 ? x.shape()[0] : 1;
+  const int64_t per_row = x.defined() ? (rows > 0 ? x.numel() / rows : 0) : 0;
+  constexpr int kFp = 7;
+  const int64_t mine[kFp] = {static_cast<int64_t>(call.seq), static_cast<int64_t>(call.op),
+                             static_cast<int64_t>(call.reduce), x.defined() ? static_cast<int64_t>(x.dtype()) : -1,
+                             per_row, rows, call.src};
+  Tensor fp = Tensor::empty(nccl_.backend, nccl_.device, DType::kInt64, {static_cast<int64_t>(n) * kFp}, nullptr);
+  check_cuda(cudaMemcpyAsync(static_cast<int64_t*>(fp.data()) + rank() * kFp, mine, sizeof(mine),
+                             cudaMemcpyHostToDevice, st),
+             what);
+  check_nccl(ncclAllGather(static_cast<int64_t*>(fp.data()) + rank() * kFp, fp.data(), kFp, ncclInt64, comm, st),
+             what);
+  std::vector<int64_t> all(static_cast<size_t>(n) * kFp);
+  check_cuda(cudaMemcpyAsync(all.data(), fp.data(), all.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, st), what);
+
+  // Waits for the stream, bounded by the call's timeout; a timeout aborts
+  // the communicator and breaks the group (as an aborted c10d group).
+  auto wait = [&] {
+    const auto until = chr::steady_clock::now() + call.timeout;
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(st);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) check_cuda(q, what);
+      if (chr::steady_clock::now() >= until) {
+        ncclCommAbort(comm);
+        comm_->comm = nullptr;
+        comm_->broken = what + " timed out";
+        throw Error(ErrorCode::kDeadlineExceeded,
+                    what + " timed out after " + std::to_string(call.timeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(chr::microseconds(50));
+    }
+  };
+  wait();
+  for (int r = 0; r < n; ++r) {
+    const int64_t* f = &all[static_cast<size_t>(r) * kFp];
+    bool same = f[0] == mine[0] && f[1] == mine[1] && f[2] == mine[2] && f[3] == mine[3] && f[4] == mine[4] &&
+                f[6] == mine[6];
+    // all_gather's parts may differ in rows only if NCCL could gather them:
+    // it cannot (equal counts), so rows must agree everywhere.
+    same = same && f[5] == mine[5];
+    if (!same) {
+      throw Error(ErrorCode::kShapeMismatch, what + ": rank " + std::to_string(r) +
+                                                 " disagrees (op, dtype or shape; NCCL needs equal parts)");
+    }
+  }
+  if (call.op == CollectiveOp::kBarrier) return {};
+  TENSORD_CHECK(call.dim == 0 || call.op == CollectiveOp::kAllReduce || call.op == CollectiveOp::kBroadcast,
+                kUnsupported, "backend nccl " + std::string(collective_op_name(call.op)) + " takes dim 0 only");
+
+  const size_t bytes = x.nbytes();
+  std::vector<Tensor> out;
+  switch (call.op) {
+    case CollectiveOp::kAllReduce: {
+      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
+      check_nccl(ncclAllReduce(x.data(), y.data(), static_cast<size_t>(x.numel()), *nccl_dtype(x.dtype()),
+                               nccl_op(call.reduce), comm, st),
+                 what);
+      out.push_back(y);
+      break;
+    }
+    case CollectiveOp::kAllGather: {
+      Shape s = x.shape();
+      s[0] *= n;
+      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), s, nccl_.account);
+      check_nccl(ncclAllGather(x.data(), y.data(), bytes, ncclUint8, comm, st), what);
+      out.push_back(y);
+      break;
+    }
+    case CollectiveOp::kReduceScatter: {
+      Shape s = x.shape();
+      s[0] /= n;
+      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), s, nccl_.account);
+      check_nccl(ncclReduceScatter(x.data(), y.data(), static_cast<size_t>(y.numel()), *nccl_dtype(x.dtype()),
+                                   nccl_op(call.reduce), comm, st),
+                 what);
+      out.push_back(y);
+      break;
+    }
+    case CollectiveOp::kBroadcast: {
+      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
+      check_nccl(ncclBroadcast(x.data(), y.data(), bytes, ncclUint8, call.src, comm, st), what);
+      out.push_back(y);
+      break;
+    }
+    case CollectiveOp::kAllToAll: {
+      for (int64_t s : call.split_sizes) {
+        TENSORD_CHECK(s == call.split_sizes[0], kUnsupported, "backend nccl all_to_all takes even splits only");
+      }
+      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
+      const size_t part = bytes / static_cast<size_t>(n);
+      check_nccl(ncclGroupStart(), what);
+      for (int r = 0; r < n; ++r) {
+        ncclSend(static_cast<const char*>(x.data()) + r * part, part, ncclUint8, r, comm, st);
+        ncclRecv(static_cast<char*>(y.data()) + r * part, part, ncclUint8, r, comm, st);
+      }
+      check_nccl(ncclGroupEnd(), what);
+      out.push_back(y);
+      break;
+    }
+    case CollectiveOp::kBarrier:
+      break;
+  }
+  wait();
+  return out;
+}
+
+}  // namespace tensord::dist
+#endif  // TENSORD_HAVE_NCCL

@@ -1,0 +1,75 @@
+// NcclProcessGroup: the collectives of ProcessGroup on NCCL, for device
+// tensors of one GPU per rank (API.md 8: "the engine is NCCL on CUDA").
+// The ranks meet through a gloo rendezvous store (rank 0 writes the NCCL
+// unique id under "<key_prefix>/nccl-id"); the group has its own CUDA
+// stream and runs its collectives there, in seq order, on its own thread,
+// each completed (stream synchronised) before its Work finishes.
+// all_gather, reduce_scatter and all_to_all take dim 0 only (contiguous
+// parts); other dims, and uneven all_gather extents, fail by name.
+// Compiled when NCCL is found (TENSORD_HAVE_NCCL); `gpu` tests.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ops/device.h"
+#include "ops/dist/process_group.h"
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace tensord {
+class Backend;
+class MemoryAccount;
+}  // namespace tensord
+
+namespace tensord::dist {
+
+struct NcclOptions {
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  std::string key_prefix;                   // default: the group's name
+  Backend* backend = nullptr;               // allocates outputs (the CUDA backend)
+  Device device{};                          // this rank's GPU
+  std::shared_ptr<MemoryAccount> account;   // outputs are charged to it (may be null)
+  std::chrono::milliseconds rendezvous_timeout{60000};
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  // Joins: blocks until every rank has initialised the communicator.
+  NcclProcessGroup(int rank, int size, ProcessGroupOptions opts, NcclOptions nccl);
+  ~NcclProcessGroup() override;
+
+  std::string_view backend_name() const override { return "nccl"; }
+  bool supports(CollectiveOp op) const override;
+  bool supports_dtype(CollectiveOp op, ReduceOp reduce, DType dtype) const override;
+  bool takes_device_tensors() const override { return true; }
+  static std::string version();
+
+ protected:
+  void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
+
+ private:
+  struct Task {
+    CollectiveCall call;
+    std::shared_ptr<Work> work;
+  };
+  struct Comm;  // ncclComm_t and the stream, kept out of this header
+  void worker_loop();
+  std::vector<Tensor> run(const CollectiveCall& call);
+
+  NcclOptions nccl_;
+  std::unique_ptr<Comm> comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace tensord::dist

@@ -355,10 +355,11 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
   return s;
 }
 
-std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64) {
-  rapidjson::StringBuffer sb;
-  JsonWriter w(sb);
-  w.StartObject();
+namespace {
+// A job's outputs (API.md 4.1, 8): each a tensor (with "replicated": true
+// in an SPMD job) or {"per_rank": [...]}; `tensors_inline` false writes
+// dtype and shape only (the data travel in a safetensors body).
+void write_outputs(JsonWriter& w, const JobResult& r, bool tensors_inline, bool use_b64) {
   w.Key("outputs");
   w.StartObject();
   for (size_t k = 0; k < r.outputs.size(); ++k) {
@@ -391,6 +392,14 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
     }
   }
   w.EndObject();
+}
+}  // namespace
+
+std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  write_outputs(w, r, tensors_inline, use_b64);
   write_job(w, r);
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
@@ -439,17 +448,12 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
     w.EndObject();
   }
   if (auto r = job.result()) {
-    w.Key("outputs");
-    w.StartObject();
-    for (const auto& [name, t] : r->outputs) {
-      w.Key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
-      tensor_to_json(t, w, use_b64);
-    }
-    w.EndObject();
+    write_outputs(w, *r, true, use_b64);
     // The stored result has no times (Engine::result_of adds them for a
     // waiting caller): the job's own.
     JobResult timed = *r;
     timed.outputs.clear();
+    timed.per_rank.clear();
     timed.queue_ms = job.queue_ms();
     timed.run_ms = job.run_ms();
     write_job(w, timed);

@@ -73,6 +73,13 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
       throw Error(ErrorCode::kUnavailable, "rank " + std::to_string(plan.ranks[i]) + " is on another server and " +
                                                "this server has no --rendezvous to reach it");
     }
+    // One coordinator per world, or two servers could each hold their ranks
+    // for a job that waits on the other's (API.md 8).
+    if (workers.offset() != 0) {
+      throw Error(ErrorCode::kBadRequest, "rank " + std::to_string(plan.ranks[i]) +
+                                              " is on another server: send requests over the world's ranks to "
+                                              "the server whose --rank-offset is 0");
+    }
     remote[run.peers->server_of(plan.ranks[i])].push_back(i);
   }
 

@@ -102,6 +102,16 @@ def test_info_and_an_all_reduce_across_servers(world):
                                                    (seqs[0][-2][0] + 1, "gloo:all_gather", "completed")]
 
 
+def test_only_the_offset_0_server_coordinates(world):
+    a, b = world
+    prog = {"nodes": [{"id": "s", "op": "dist.all_reduce", "args": ["x"], "outputs": ["s"]}], "outputs": ["s"]}
+    r = post(b.url, {"program": prog, "ranks": 2, "inputs": {"x": enc(np.ones(2, np.float32))}})
+    assert r.status_code == 400 and "rank-offset is 0" in r.json()["error"]["message"], r.text
+    # Its own rank alone is fine.
+    r = post(b.url, {"program": prog, "ranks": [1], "inputs": {"x": enc(np.ones(2, np.float32))}})
+    assert r.status_code == 200, r.text
+
+
 def test_a_data_parallel_adamw_step_across_servers(world):
     a, b = world
     rng = np.random.default_rng(5)

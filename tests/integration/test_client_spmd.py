@@ -413,3 +413,37 @@ def test_bad_graph_names_are_typed_400(client, bad, words):
     with pytest.raises(tensord.BadRequest) as e:
         client.capture(p, name=bad)
     assert e.value.status == 400 and words in e.value.message, e.value.message
+
+
+# ---------------------------------------------------------------- the notebook
+
+def test_data_parallel_notebook(servers, tmp_path):
+    """notebooks/data_parallel.ipynb runs headlessly against the --ranks 2 server."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from conftest import CLIENT_PATH, REPO
+    from test_notebook import _nbconvert_cmd
+    cmd, why = _nbconvert_cmd()
+    if cmd is None:
+        print("skipping: " + why)
+        pytest.skip(why)
+    out = tmp_path / "data_parallel.out.ipynb"
+    env = dict(os.environ, TENSORD_URL=servers[2].url, TENSORD_CLIENT_PATH=CLIENT_PATH)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    folder = os.path.join(REPO, "notebooks")
+    proc = subprocess.run(cmd + ["--to", "notebook", "--execute", "--ExecutePreprocessor.kernel_name=python3",
+                                 "--ExecutePreprocessor.timeout=300", "--output", str(out),
+                                 os.path.join(folder, "data_parallel.ipynb")],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    assert proc.returncode == 0, "nbconvert failed:\n%s\n%s" % (ansi.sub("", proc.stdout[-4000:]),
+                                                                ansi.sub("", proc.stderr)[-6000:])
+    nb = json.loads(out.read_text())
+    outputs = [o for cell in nb["cells"] if cell["cell_type"] == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join("".join(o.get("text", "")) for o in outputs)
+    for needle in ("y (per rank):", "total (replicated):", "shard rows per rank: [4, 3]", "loss:",
+                   "gloo:all_reduce", "done"):
+        assert needle in text, "%r not in the notebook's outputs:\n%s" % (needle, text[-3000:])

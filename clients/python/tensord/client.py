@@ -431,8 +431,8 @@ class Client:
     def _wrap(value: Any, mode: _Mode) -> Any:
         if not mode[0] or isinstance(value, _mx.MxTensor):  # torch has no MX tensor: kept as it is
             return value
-        if isinstance(value, list):
-            return [_torch.from_host(v, mode[1]) for v in value]
+        if isinstance(value, list):  # a per-rank output (API.md 8)
+            return [v if isinstance(v, _mx.MxTensor) else _torch.from_host(v, mode[1]) for v in value]
         return _torch.from_host(value, mode[1])
 
     def _decode_tensor_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Any:

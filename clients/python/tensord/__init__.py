@@ -28,10 +28,11 @@ from .program import Graph, ProgramBuilder, Value
 from .safetensors import SafetensorsError
 from .spmd import PerRank, Shard, per_rank, shard
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
-    "Client", "Job", "Graph", "Optimizer", "per_rank", "shard", "PerRank", "Shard", "Ranks", "EighResult", "ProgramBuilder", "Value", "TensorData", "MxTensor", "mx",
+    "Client", "Job", "Graph", "Optimizer", "per_rank", "shard", "PerRank", "Shard", "Ranks",
+    "EighResult", "ProgramBuilder", "Value", "TensorData", "MxTensor", "mx",
     "SafetensorsError", "safetensors", "dtypes", "dtype_name", "from_json_tensor", "to_json_tensor",
     "parse_shape_header", "TERMINAL", "DEADLINE_MARGIN_S", "ERRORS",
     "TensordError", "TransportError", "ClientTimeout", "BadRequest", "InvalidProgram", "Unauthenticated",

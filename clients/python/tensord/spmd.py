@@ -15,7 +15,9 @@ tensor or along a dim it lacks, are its ``400 bad_request``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Sequence
+
+Encoder = Callable[[Any], Dict[str, Any]]
 
 
 class PerRank:
@@ -32,10 +34,10 @@ class PerRank:
     def tensors(self) -> Iterator[Any]:
         return iter(self.values)
 
-    def to_json(self, encode: Any) -> Dict[str, Any]:
+    def to_json(self, encode: Encoder) -> Dict[str, Any]:
         return {"per_rank": [encode(v) for v in self.values]}
 
-    def map(self, fn: Any) -> "PerRank":
+    def map(self, fn: Callable[[Any], Any]) -> "PerRank":
         return PerRank([fn(v) for v in self.values])
 
     def __len__(self) -> int:
@@ -61,10 +63,10 @@ class Shard:
     def tensors(self) -> Iterator[Any]:
         return iter((self.value,))
 
-    def to_json(self, encode: Any) -> Dict[str, Any]:
+    def to_json(self, encode: Encoder) -> Dict[str, Any]:
         return {"shard": encode(self.value), "dim": self.dim}
 
-    def map(self, fn: Any) -> "Shard":
+    def map(self, fn: Callable[[Any], Any]) -> "Shard":
         return Shard(fn(self.value), self.dim)
 
     def __repr__(self) -> str:

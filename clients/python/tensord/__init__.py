@@ -6,6 +6,7 @@
     w, v = c.eigh(np.eye(4, dtype=np.float32)[None])   # a named tuple (eigenvalues, eigenvectors)
     job = c.submit(program, inputs={"x": x})
     out = job.result()
+    c.run(program, ranks=2, inputs={"x": tensord.per_rank([x0, x1]), "w": tensord.shard(w, dim=0)})
 
 Needs numpy and requests; uses torch (tensors in and out), websocket-client
 (the live stream) and tqdm (progress bars) when they are installed.
@@ -14,8 +15,8 @@ when they do not come back as torch tensors; see :mod:`tensord.dtypes`.
 """
 
 from . import dtypes, mx, safetensors
-from .client import (DEADLINE_MARGIN_S, Client, EighResult, Optimizer, from_json_tensor, parse_shape_header,
-                     to_json_tensor)
+from .client import (DEADLINE_MARGIN_S, Client, EighResult, Optimizer, Ranks, from_json_tensor,
+                     parse_shape_header, to_json_tensor)
 from .dtypes import TensorData, dtype_name
 from .errors import (ERRORS, BadRequest, Cancelled, ClientTimeout, Conflict, DeadlineExceeded, DtypeMismatch,
                      Forbidden, Internal, InvalidArgument, InvalidProgram, NotFound, NumericalError, PayloadTooLarge,
@@ -25,11 +26,13 @@ from .jobs import TERMINAL, Job
 from .mx import MxTensor
 from .program import Graph, ProgramBuilder, Value
 from .safetensors import SafetensorsError
+from .spmd import PerRank, Shard, per_rank, shard
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
-    "Client", "Job", "Graph", "Optimizer", "EighResult", "ProgramBuilder", "Value", "TensorData", "MxTensor", "mx",
+    "Client", "Job", "Graph", "Optimizer", "per_rank", "shard", "PerRank", "Shard", "Ranks",
+    "EighResult", "ProgramBuilder", "Value", "TensorData", "MxTensor", "mx",
     "SafetensorsError", "safetensors", "dtypes", "dtype_name", "from_json_tensor", "to_json_tensor",
     "parse_shape_header", "TERMINAL", "DEADLINE_MARGIN_S", "ERRORS",
     "TensordError", "TransportError", "ClientTimeout", "BadRequest", "InvalidProgram", "Unauthenticated",

@@ -28,6 +28,7 @@ import requests
 from . import _torch
 from . import mx as _mx
 from . import safetensors as st
+from . import spmd as _spmd
 from .errors import ClientTimeout, TensordError, TransportError, error_class, error_from_body
 from .dtypes import TensorData, dtype_name
 
@@ -45,6 +46,8 @@ _DEFAULT_RETRY_S = 1.0
 
 # (torch results?, torch device to move them to or None)
 _Mode = Tuple[bool, Any]
+#: ``ranks=`` of a request: the whole world (R) or a subgroup in its order (API.md 8)
+Ranks = Union[int, Sequence[int]]
 
 
 # ---------------------------------------------------------------- JSON tensors
@@ -138,6 +141,52 @@ def _decode_output(v: Any) -> Any:
     if isinstance(v, dict) and isinstance(v.get("per_rank"), list):
         return [_decode_output(t) for t in v["per_rank"]]
     return from_json_tensor(v)
+
+
+def _collect_outputs(described: Mapping[str, Any], tensors: Mapping[str, Any]) -> Dict[str, Any]:
+    """The outputs of a /v1/run-like answer, in the answer's order.
+
+    ``described`` is the JSON ``outputs`` (tensors inline for a JSON answer,
+    their dtype and shape for a safetensors one); ``tensors`` the file's
+    tensors of a safetensors answer, where an output that differs across
+    ranks is ``<name>/<i>`` (API.md 8) and comes back as a list.
+    """
+    out: Dict[str, Any] = {}
+    used = set()
+    for k, v in described.items():
+        if k in tensors:
+            out[k] = tensors[k]
+            used.add(k)
+        elif isinstance(v, dict) and isinstance(v.get("per_rank"), list):
+            parts = ["%s/%d" % (k, i) for i in range(len(v["per_rank"]))]
+            if parts and all(p in tensors for p in parts):
+                out[k] = [tensors[p] for p in parts]
+                used.update(parts)
+            elif all(_inline(t) for t in v["per_rank"]):
+                out[k] = _decode_output(v)
+        elif _inline(v):
+            out[k] = _decode_output(v)
+    for k, t in tensors.items():  # a tensor the description does not name
+        if k not in used and k not in out:
+            out[k] = t
+    return out
+
+
+def _inline(v: Any) -> bool:
+    """Whether a described output carries its data (not only its dtype and shape)."""
+    return isinstance(v, dict) and ("data" in v or "b64" in v or ("mx" in v and "elements" in v))
+
+
+def _ranks_field(ranks: Any) -> Any:
+    """``ranks=`` as the request's ``"ranks"``: an int, or a list of ints."""
+    if isinstance(ranks, bool):
+        raise TypeError("ranks must be an int or a list of ints, got %r" % (ranks,))
+    if isinstance(ranks, (int, np.integer)):
+        return int(ranks)
+    if isinstance(ranks, (list, tuple, range)) and all(
+            isinstance(r, (int, np.integer)) and not isinstance(r, bool) for r in ranks):
+        return [int(r) for r in ranks]
+    raise TypeError("ranks must be an int or a list of ints, got %r" % (ranks,))
 
 
 def dtype_name_of(value: Any) -> str:
@@ -368,7 +417,10 @@ class Client:
 
     def _mode(self, values: Iterable[Any], as_torch: Optional[bool] = None) -> _Mode:
         """Whether a call's results are torch tensors, and the device they go to."""
+        flat: List[Any] = []
         for v in values:
+            flat.extend(v.tensors() if _spmd.is_spmd(v) else (v,))
+        for v in flat:
             t = v[0] if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str) else v
             if _torch.is_tensor(t):
                 device = t.device if t.device.type != "cpu" else None
@@ -379,8 +431,8 @@ class Client:
     def _wrap(value: Any, mode: _Mode) -> Any:
         if not mode[0] or isinstance(value, _mx.MxTensor):  # torch has no MX tensor: kept as it is
             return value
-        if isinstance(value, list):
-            return [_torch.from_host(v, mode[1]) for v in value]
+        if isinstance(value, list):  # a per-rank output (API.md 8)
+            return [v if isinstance(v, _mx.MxTensor) else _torch.from_host(v, mode[1]) for v in value]
         return _torch.from_host(value, mode[1])
 
     def _decode_tensor_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Any:
@@ -444,6 +496,27 @@ class Client:
         return _json_or_none(self._request("POST", "/v1/checkpoint"))
 
     # -- programs
+    def _encode_inputs(self, req: Dict[str, Any], inputs: Optional[Mapping[str, Any]]) -> Tuple[Any, Dict[str, str]]:
+        """The body and headers of a request whose JSON part is ``req`` and whose inputs are ``inputs``.
+
+        Safetensors: plain inputs are the file's tensors and the request is
+        ``__metadata__["request"]``; ``per_rank`` / ``shard`` inputs (API.md 8)
+        have no place among a file's tensors, so they travel inside that
+        request as JSON tensors (base64). JSON: every input is a JSON tensor.
+        """
+        inputs = inputs or {}
+        plain = {k: v for k, v in inputs.items() if not _spmd.is_spmd(v)}
+        spread = {k: v.to_json(to_json_tensor) for k, v in inputs.items() if _spmd.is_spmd(v)}
+        if self.transport == "safetensors":
+            if spread:
+                req = dict(req, inputs=spread)
+            body = _safetensors_body(plain, metadata={"request": json.dumps(req)})
+            return body, {"Content-Type": SAFETENSORS, "Accept": SAFETENSORS}
+        enc: Dict[str, Any] = {k: to_json_tensor(v) for k, v in plain.items()}
+        enc.update(spread)
+        req = dict(req, inputs={k: enc[k] for k in inputs})  # the caller's order
+        return json.dumps(req), {"Content-Type": JSON, "Accept": JSON}
+
     def _job_body(self, program: Any, inputs: Optional[Mapping[str, Any]], fields: Dict[str, Any]
                   ) -> Tuple[Any, Dict[str, str]]:
         """The body and headers of a /v1/run or /v1/jobs request."""
@@ -451,16 +524,14 @@ class Client:
             program = program.build()
         req = {"program": program}
         req.update(fields)
-        inputs = inputs or {}
-        if self.transport == "safetensors":
-            body = _safetensors_body(inputs, metadata={"request": json.dumps(req)})
-            return body, {"Content-Type": SAFETENSORS, "Accept": SAFETENSORS}
-        req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
-        return json.dumps(req), {"Content-Type": JSON, "Accept": JSON}
+        return self._encode_inputs(req, inputs)
 
     @staticmethod
-    def _run_fields(store: Any, return_: Any, deadline_ms: Any, priority: Any, extra: Dict[str, Any]) -> Dict[str, Any]:
+    def _run_fields(store: Any, return_: Any, deadline_ms: Any, priority: Any, extra: Dict[str, Any],
+                    ranks: Optional[Ranks] = None) -> Dict[str, Any]:
         fields: Dict[str, Any] = {}
+        if ranks is not None:
+            fields["ranks"] = _ranks_field(ranks)
         if store is not None:
             fields["store"] = store
         if return_ is not None:
@@ -474,17 +545,24 @@ class Client:
 
     def run(self, program: Any, inputs: Optional[Mapping[str, Any]] = None, store: Optional[Mapping[str, str]] = None,
             return_: Optional[Sequence[str]] = None, deadline_ms: Optional[int] = None, priority: Optional[int] = None,
-            **extra: Any) -> Dict[str, Any]:
+            ranks: Optional[Ranks] = None, **extra: Any) -> Dict[str, Any]:
         """Run a program (``POST /v1/run``) and return ``{name: array}``.
 
         ``program`` is a program dict or a ProgramBuilder. ``inputs`` maps
         program input names to arrays (numpy, torch, TensorData, or
         (array, dtype) tuples). ``return_`` is the API's ``return`` list;
-        ``extra`` goes into the request as it is (``ranks``, ...). Results
-        are torch tensors when an input is one (on its device) or the client
-        has ``as_torch``. The job description is kept in ``self.last_job``.
+        ``extra`` goes into the request as it is. Results are torch tensors
+        when an input is one (on its device) or the client has ``as_torch``.
+        The job description is kept in ``self.last_job``.
+
+        ``ranks`` (API.md 8) runs the program SPMD on every rank of a server
+        started with ``--ranks R``: an int for the whole world, a list of
+        ranks for a subgroup in that order. Inputs may then be
+        :func:`tensord.per_rank` or :func:`tensord.shard` (a plain tensor is
+        replicated). A replicated output comes back as one value; an output
+        that differs across ranks as a list, in the group's order.
         """
-        fields = self._run_fields(store, return_, deadline_ms, priority, extra)
+        fields = self._run_fields(store, return_, deadline_ms, priority, extra, ranks)
         body, headers = self._job_body(program, inputs, fields)
         resp = self._request("POST", "/v1/run", data=body, headers=headers, deadline_ms=deadline_ms,
                              stream=self.transport == "safetensors")
@@ -492,14 +570,14 @@ class Client:
 
     def submit(self, program: Any, inputs: Optional[Mapping[str, Any]] = None, store: Optional[Mapping[str, str]] = None,
                return_: Optional[Sequence[str]] = None, deadline_ms: Optional[int] = None,
-               priority: Optional[int] = None, **extra: Any) -> "Job":
+               priority: Optional[int] = None, ranks: Optional[Ranks] = None, **extra: Any) -> "Job":
         """Submit a program as a job (``POST /v1/jobs``) and return its :class:`Job` at once.
 
-        Takes what :meth:`run` takes; ``job.result()`` gives what ``run``
-        would have returned.
+        Takes what :meth:`run` takes (``ranks`` and SPMD inputs included);
+        ``job.result()`` gives what ``run`` would have returned.
         """
         from .jobs import Job
-        fields = self._run_fields(store, return_, deadline_ms, priority, extra)
+        fields = self._run_fields(store, return_, deadline_ms, priority, extra, ranks)
         body, headers = self._job_body(program, inputs, fields)
         headers["Accept"] = JSON
         resp = self._request("POST", "/v1/jobs", data=body, headers=headers)
@@ -559,29 +637,20 @@ class Client:
         if return_ is not None:
             req["return"] = list(return_)
         path = "/v1/graphs/%s/replay" % graph_id
-        if self.transport == "safetensors":
-            body = _safetensors_body(inputs, metadata={"request": json.dumps(req)})
-            resp = self._request("POST", path, data=body, headers={"Content-Type": SAFETENSORS, "Accept": SAFETENSORS},
-                                 stream=True)
-        else:
-            req["inputs"] = {k: to_json_tensor(v) for k, v in inputs.items()}
-            resp = self._request("POST", path, data=json.dumps(req), headers={"Content-Type": JSON, "Accept": JSON})
+        body, headers = self._encode_inputs(req, inputs)
+        resp = self._request("POST", path, data=body, headers=headers, stream=self.transport == "safetensors")
         return self._decode_run_response(resp, self._mode(inputs.values(), as_torch))
 
     def _decode_run_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Dict[str, Any]:
         ctype = resp.headers.get("Content-Type", "")
-        outputs: Dict[str, Any] = {}
+        tensors: Dict[str, Any] = {}
         if ctype.startswith(SAFETENSORS):
             tensors, meta = st.decode(_read_body(resp))
             doc = meta.get("response", "{}")
             doc = json.loads(doc) if isinstance(doc, str) else doc
-            outputs.update(tensors)
         else:
             doc = resp.json()
-        for k, v in (doc.get("outputs") or {}).items():
-            # in a safetensors reply "outputs" only describes the file's tensors
-            if k not in outputs and isinstance(v, dict) and ("data" in v or "b64" in v or "per_rank" in v):
-                outputs[k] = _decode_output(v)
+        outputs = _collect_outputs(doc.get("outputs") or {}, tensors)
         self.last_job = doc.get("job")
         return {k: self._wrap(v, mode) for k, v in outputs.items()}
 
@@ -642,6 +711,18 @@ class Client:
         """Chrome trace-event JSON of recent requests, jobs and ops (``GET /v1/trace``)."""
         params = {} if last is None else {"last": int(last)}
         return self._request("GET", "/v1/trace", params=params).json()
+
+    def flight_recorder(self, rank: Optional[int] = None) -> Dict[str, Any]:
+        """The collectives' flight recorder (``GET /v1/flight-recorder``, API.md 8), parsed.
+
+        Without ``rank``: ``{"ranks": {"0": dump, ...}}`` for the server's local
+        ranks; with it, that rank's dump (PyTorch's FlightRecorder layout:
+        ``version``, ``pg_config``, ``pg_status``, ``entries`` with
+        ``collective_seq_id``, ``profiling_name``, ``state``, ...). A rank the
+        server does not have raises ``NotFound``.
+        """
+        params = None if rank is None else {"rank": int(rank)}
+        return self._request("GET", "/v1/flight-recorder", params=params).json()
 
     def _stream_connect(self, streams: Sequence[str], interval_ms: int, timeout: Optional[float]) -> Any:
         """A WebSocket on ``/v1/stream`` whose subscription the server has acknowledged."""
@@ -732,8 +813,11 @@ class Optimizer:
             self._dtypes[name] = self.client.head(name)[0]
         return self._dtypes[name]
 
-    def program(self, grad_refs: Sequence[str], amp: Sequence[str] = ()) -> Dict[str, Any]:
-        """The one-node program of a step (``grad_refs``: value names or ``$stored/...``)."""
+    def program(self, grad_refs: Sequence[str], amp: Sequence[str] = (), reduce: Sequence[str] = (),
+                reduce_op: str = "avg") -> Dict[str, Any]:
+        """The program of a step (``grad_refs``: value names or ``$stored/...``):
+        a ``dist.all_reduce(op=reduce_op)`` of each value named in ``reduce``
+        (per-rank gradients of a data-parallel step), then the optimizer node."""
         kwargs = dict(self.hyper)
         if "betas" in kwargs:
             kwargs["betas"] = [float(b) for b in kwargs["betas"]]
@@ -742,17 +826,33 @@ class Optimizer:
         kwargs["state"] = self.state_prefix
         for name in amp:
             kwargs[name] = name
-        return {"nodes": [{"id": "step", "op": self.op,
-                           "args": [["$stored/" + p for p in self.params], list(grad_refs)],
-                           "kwargs": kwargs, "outputs": []}],
-                "outputs": []}
+        nodes: List[Dict[str, Any]] = []
+        refs = list(grad_refs)
+        for i, ref in enumerate(refs):
+            if ref in reduce:
+                nodes.append({"id": "reduce_" + ref, "op": "dist.all_reduce", "args": [ref],
+                              "kwargs": {"op": reduce_op}, "outputs": [ref + "_reduced"]})
+                refs[i] = ref + "_reduced"
+        nodes.append({"id": "step", "op": self.op, "args": [["$stored/" + p for p in self.params], refs],
+                      "kwargs": kwargs, "outputs": []})
+        return {"nodes": nodes, "outputs": []}
 
-    def step(self, grads: Any, grad_scale: Any = None, found_inf: Any = None) -> None:
+    def step(self, grads: Any, grad_scale: Any = None, found_inf: Any = None, ranks: Optional[Ranks] = None,
+             reduce: str = "avg") -> None:
         """One step. ``grads``: a list aligned with ``params`` (or a dict by
         parameter name) of numpy arrays, torch tensors or TensorData (sent as
         the parameter's dtype) or stored tensor names. ``grad_scale`` /
         ``found_inf``: AMP scalars as in PyTorch's fused optimizers
-        (found_inf != 0 skips the step)."""
+        (found_inf != 0 skips the step).
+
+        A data-parallel step (API.md 8): with ``ranks`` (as for
+        :meth:`Client.run`) a gradient may be :func:`tensord.per_rank` (or
+        :func:`tensord.shard`); it is all-reduced with ``reduce`` (``"avg"``,
+        ``"sum"``, ...) across the group, then the step runs once on the
+        stored parameters, all in one request::
+
+            opt.step([tensord.per_rank([g_rank0, g_rank1])], ranks=2)
+        """
         if isinstance(grads, dict):
             grads = [grads[p] for p in self.params]
         grads = list(grads)
@@ -760,20 +860,30 @@ class Optimizer:
             raise ValueError("got %d grads for %d params" % (len(grads), len(self.params)))
         inputs: Dict[str, Any] = {}
         refs = []
+        spread = []
         for i, (p, g) in enumerate(zip(self.params, grads)):
             if isinstance(g, str):
                 refs.append(g if g.startswith("$stored/") else "$stored/" + g)
                 continue
             name = "g%d" % i
             want = self._dtype(p)
-            inputs[name] = st.host_value(g) if dtype_name_of(g) == want else st.host_value(g, want)
+
+            def as_param(v: Any, want: Optional[str] = want) -> Any:
+                return st.host_value(v) if dtype_name_of(v) == want else st.host_value(v, want)
+            if _spmd.is_spmd(g):
+                if ranks is None:
+                    raise ValueError("a per_rank or shard gradient needs ranks= (a data-parallel step)")
+                inputs[name] = g.map(as_param)
+                spread.append(name)
+            else:
+                inputs[name] = as_param(g)
             refs.append(name)
         amp = []
         for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
             if v is not None:
                 inputs[name] = st.host_value(v, "float32").reshape(())
                 amp.append(name)
-        self.client.run(self.program(refs, amp), inputs=inputs)
+        self.client.run(self.program(refs, amp, spread, reduce), inputs=inputs, ranks=ranks)
 
     def state(self) -> Dict[str, Dict[str, Any]]:
         """``{param: {key: array}}`` of this optimizer's stored state."""

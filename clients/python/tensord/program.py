@@ -206,6 +206,8 @@ class Graph:
     def __init__(self, client: Any, info: Dict[str, Any]) -> None:
         self.client = client
         self.id: str = info["id"]
+        #: the name given at capture (``c.capture(..., name=...)``), or None;
+        #: the graph's KServe model name is this name, else its id (API.md 11)
         self.name: Optional[str] = info.get("name")
         self.info_at_capture = info
         self.deleted = False
@@ -244,5 +246,12 @@ class Graph:
         except Exception:  # noqa: BLE001
             pass
 
+    @property
+    def model(self) -> str:
+        """The graph's KServe v2 model name (``/v2/models/{model}``): its name, else its id."""
+        return self.name if self.name is not None else self.id
+
     def __repr__(self) -> str:
+        if self.name is not None:
+            return "Graph(%r, name=%r)" % (self.id, self.name)
         return "Graph(%r)" % self.id

@@ -187,8 +187,6 @@ def test_submit_spmd_replicated_result(clients):
     np.testing.assert_allclose(out["z"], np.mean(xs, axis=0))
 
 
-@pytest.mark.xfail(strict=True, reason="server: GET /v1/jobs/{id} writes only rank 0's value of a per-rank output "
-                                       "(api/program_json.cpp job_status_to_json ignores JobResult::per_rank)")
 def test_submit_spmd_per_rank_result(clients):
     c = clients[2]
     xs = [np.ones(2, np.float32), np.zeros(2, np.float32)]

@@ -63,11 +63,15 @@ RankWorkersOptions checked(RankWorkersOptions o) {
 RankWorkers::RankWorkers(RankWorkersOptions opts) : opts_(checked(std::move(opts))) {
   dist::link_dist_ops();
   if (!opts_.make_store) store_ = dist::make_hash_store();
+  // One TCP device (one event loop thread) for all local ranks: on a
+  // machine with few cores, a loop thread per rank costs more in wake-ups
+  // than the ranks gain in parallel I/O.
+  auto device = dist::make_tcp_device(opts_.hostname);
   for (int r = 0; r < opts_.ranks; ++r) {
     auto rk = std::make_unique<Rank>();
     rk->recorder = std::make_shared<dist::FlightRecorder>(opts_.rank_offset + r, opts_.flight_recorder_entries);
     rk->recorder->set_comm_lib_version(dist::GlooProcessGroup::version());
-    rk->device = dist::make_tcp_device(opts_.hostname);
+    rk->device = device;
     Rank* raw = rk.get();
     rk->thread = std::thread([raw] { raw->loop(); });
     ranks_.push_back(std::move(rk));

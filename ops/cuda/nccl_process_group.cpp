@@ -180,15 +180,18 @@ std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
   const int64_t rows = x.defined() && x.dim() > 0 ? x.shape()[0] : 1;
   const int64_t per_row = x.defined() ? (rows > 0 ? x.numel() / rows : 0) : 0;
   constexpr int kFp = 7;
-  const int64_t mine[kFp] = {static_cast<int64_t>(call.seq), static_cast<int64_t>(call.op),
-                             static_cast<int64_t>(call.reduce), x.defined() ? static_cast<int64_t>(x.dtype()) : -1,
-                             per_row, rows, call.src};
+  const int64_t mine[kFp] = {static_cast<int64_t>(call.seq),
+                             static_cast<int64_t>(call.op),
+                             static_cast<int64_t>(call.reduce),
+                             x.defined() ? static_cast<int64_t>(x.dtype()) : -1,
+                             per_row,
+                             rows,
+                             call.src};
   Tensor fp = Tensor::empty(nccl_.backend, nccl_.device, DType::kInt64, {static_cast<int64_t>(n) * kFp}, nullptr);
-  check_cuda(cudaMemcpyAsync(static_cast<int64_t*>(fp.data()) + rank() * kFp, mine, sizeof(mine),
-                             cudaMemcpyHostToDevice, st),
-             what);
-  check_nccl(ncclAllGather(static_cast<int64_t*>(fp.data()) + rank() * kFp, fp.data(), kFp, ncclInt64, comm, st),
-             what);
+  check_cuda(
+      cudaMemcpyAsync(static_cast<int64_t*>(fp.data()) + rank() * kFp, mine, sizeof(mine), cudaMemcpyHostToDevice, st),
+      what);
+  check_nccl(ncclAllGather(static_cast<int64_t*>(fp.data()) + rank() * kFp, fp.data(), kFp, ncclInt64, comm, st), what);
   std::vector<int64_t> all(static_cast<size_t>(n) * kFp);
   check_cuda(cudaMemcpyAsync(all.data(), fp.data(), all.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, st), what);
 
@@ -213,14 +216,14 @@ std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
   wait();
   for (int r = 0; r < n; ++r) {
     const int64_t* f = &all[static_cast<size_t>(r) * kFp];
-    bool same = f[0] == mine[0] && f[1] == mine[1] && f[2] == mine[2] && f[3] == mine[3] && f[4] == mine[4] &&
-                f[6] == mine[6];
+    bool same =
+        f[0] == mine[0] && f[1] == mine[1] && f[2] == mine[2] && f[3] == mine[3] && f[4] == mine[4] && f[6] == mine[6];
     // all_gather's parts may differ in rows only if NCCL could gather them:
     // it cannot (equal counts), so rows must agree everywhere.
     same = same && f[5] == mine[5];
     if (!same) {
-      throw Error(ErrorCode::kShapeMismatch, what + ": rank " + std::to_string(r) +
-                                                 " disagrees (op, dtype or shape; NCCL needs equal parts)");
+      throw Error(ErrorCode::kShapeMismatch,
+                  what + ": rank " + std::to_string(r) + " disagrees (op, dtype or shape; NCCL needs equal parts)");
     }
   }
   if (call.op == CollectiveOp::kBarrier) return {};

@@ -32,10 +32,10 @@ namespace tensord::dist {
 
 struct NcclOptions {
   std::shared_ptr<gloo::rendezvous::Store> store;
-  std::string key_prefix;                   // default: the group's name
-  Backend* backend = nullptr;               // allocates outputs (the CUDA backend)
-  Device device{};                          // this rank's GPU
-  std::shared_ptr<MemoryAccount> account;   // outputs are charged to it (may be null)
+  std::string key_prefix;                  // default: the group's name
+  Backend* backend = nullptr;              // allocates outputs (the CUDA backend)
+  Device device{};                         // this rank's GPU
+  std::shared_ptr<MemoryAccount> account;  // outputs are charged to it (may be null)
   std::chrono::milliseconds rendezvous_timeout{60000};
 };
 

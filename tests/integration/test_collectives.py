@@ -23,7 +23,7 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int6
 
 @pytest.fixture(scope="module")
 def servers():
-    srvs = {r: Server(["--ranks", str(r), "--collective-timeout", "5"], name="ranks%d" % r) for r in RANKS}
+    srvs = {r: Server(["--ranks", str(r), "--collective-timeout", "10"], name="ranks%d" % r) for r in RANKS}
     yield srvs
     for s in srvs.values():
         _stop_and_check(s)
@@ -191,7 +191,7 @@ def test_seq_is_equal_across_ranks_and_increasing(servers):
         assert len(ids) == 4 and ids == list(range(ids[0], ids[0] + 4)) and ids[0] >= 1
         for e in world:
             assert e["state"] == "completed" and e["retired"] is True
-            assert e["input_dtypes"] == ["Float"] and e["timeout_ms"] == 5000
+            assert e["input_dtypes"] == ["Float"] and e["timeout_ms"] == 10000
             assert e["time_discovered_completed_ns"] >= e["time_discovered_started_ns"] >= e["time_created_ns"]
         seqs.append([(e["collective_seq_id"], e["profiling_name"]) for e in world])
         assert d["pg_status"]["world"]["last_completed_collective"] == str(ids[-1])
@@ -243,7 +243,7 @@ def test_ranks_that_disagree_are_422_before_any_collective(servers):
     t0 = time.time()
     r = run(s.url, [node("a", "dist.all_reduce", ["x"], "y")], ["y"],
             {"x": {"shard": enc(np.arange(7, dtype=np.float32)), "dim": 0}}, 3)
-    assert time.time() - t0 < 2
+    assert time.time() - t0 < 5
     assert r.status_code == 422 and r.json()["error"]["code"] == "shape_mismatch" and r.json()["error"]["node"] == "a"
     r = run(s.url, [node("a", "dist.broadcast", ["x"], "y")], ["y"],
             {"x": {"per_rank": [enc(np.ones(2, np.float32)), enc(np.ones(2, np.float64)),
@@ -262,7 +262,7 @@ def test_a_rank_that_fails_stops_the_others_and_the_group_recovers(servers):
     t0 = time.time()
     r = run(s.url, nodes, ["t"], {"a": {"per_rank": [enc(good), bad]}}, 2)
     assert r.status_code == 422 and r.json()["error"]["code"] == "numerical_error", r.text
-    assert time.time() - t0 < 4  # well within the 5 s collective timeout
+    assert time.time() - t0 < 8  # well within the 10 s collective timeout
     out = ok(run(s.url, nodes, ["t"], {"a": {"per_rank": [enc(good), enc(good)]}}, 2))
     np.testing.assert_allclose(replicated(out["t"]), [[2.0, 2.0]])
 

@@ -50,7 +50,8 @@ class NcclTest : public ::testing::Test {
     return out;
   }
   Tensor on_device(int r, const std::vector<float>& v, Shape s) {
-    Tensor t = Tensor::empty(backend_.get(), Device{DeviceType::kCUDA, static_cast<int16_t>(r)}, DType::kFloat32, std::move(s), nullptr);
+    Tensor t = Tensor::empty(backend_.get(), Device{DeviceType::kCUDA, static_cast<int16_t>(r)}, DType::kFloat32,
+                             std::move(s), nullptr);
     backend_->copy_to_device(t.device(), t.data(), v.data(), v.size() * sizeof(float));
     return t;
   }

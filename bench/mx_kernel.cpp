@@ -2,7 +2,9 @@
 // (ops/cpu/mx_loop.cpp into preallocated outputs, so page faults of fresh
 // buffers are not counted) against memcpy of the same float32 bytes measured
 // in the same run. GB/s counts the float32 side: input bytes for quantize,
-// output bytes for dequantize. One JSON object per line on stdout.
+// output bytes for dequantize. Quantize runs both loops: the portable one
+// and the AVX2 one (ops/cpu/mx_quantize_avx2.cpp) where the CPU has it.
+// One JSON object per line on stdout.
 //
 //   mx_kernel_bench [--numel N] [--reps R] [--threads P]
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "ops/cpu/mx_loop.h"
+#include "ops/cpu/mx_quantize_avx2.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
@@ -96,11 +99,16 @@ int main(int argc, char** argv) {
     Tensor sc = Tensor::empty_host(DType::kFloat8E8M0FNU, {numel / 32});
     Tensor out = Tensor::empty_host(DType::kFloat32, {numel});
     for (auto [rname, r] : {std::pair{"floor", MxScaleRounding::kFloor}, std::pair{"rceil", MxScaleRounding::kRceil}}) {
-      const double tq = median_s(reps, [&] { tensord::mx_quantize_cpu(ctx, x, f.f, r, l, el, sc); });
-      const double gq = static_cast<double>(bytes) / tq / 1e9;
-      std::printf(
-          "{\"what\": \"quantize\", \"format\": \"%s\", \"rounding\": \"%s\", \"gb_s\": %.2f, \"of_memcpy\": %.2f}\n",
-          f.name, rname, gq, gq / copy_gbs);
+      for (auto [iname, isa] :
+           {std::pair{"portable", tensord::MxIsa::kPortable}, std::pair{"avx2", tensord::MxIsa::kAvx2}}) {
+        if (isa == tensord::MxIsa::kAvx2 && !tensord::mx_avx2_supported()) continue;
+        const double tq = median_s(reps, [&] { tensord::mx_quantize_cpu(ctx, x, f.f, r, l, el, sc, isa); });
+        const double gq = static_cast<double>(bytes) / tq / 1e9;
+        std::printf(
+            "{\"what\": \"quantize\", \"isa\": \"%s\", \"format\": \"%s\", \"rounding\": \"%s\", \"gb_s\": %.2f, "
+            "\"of_memcpy\": %.2f}\n",
+            iname, f.name, rname, gq, gq / copy_gbs);
+      }
     }
     const double td = median_s(reps, [&] { tensord::mx_dequantize_cpu(ctx, el, sc, f.f, l, out); });
     const double gd = static_cast<double>(bytes) / td / 1e9;

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "ops/cpu/linalg_kernels.h"
 #include "ops/cpu/mx_loop.h"
@@ -87,6 +87,15 @@ int64_t own_matrix(int64_t bi, const Shape& batch, const Shape& own) {
   return idx;
 }
 
+// An uninitialised float buffer grown to at least n floats.
+float* grow(std::unique_ptr<float[]>& buf, int64_t& cap, int64_t n) {
+  if (n > cap) {
+    buf = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+    cap = n;
+  }
+  return buf.get();
+}
+
 void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
            int64_t ldc) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
@@ -135,7 +144,8 @@ Tensor matmul_mx_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b) {
   const int64_t per_col = B.mx() ? 1 : row_panels;
   const int64_t tasks = nb * col_panels * per_col;
   ctx.parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> abuf, bbuf;  // this chunk's panels
+    std::unique_ptr<float[]> abuf, bbuf;  // this chunk's panels
+    int64_t acap = 0, bcap = 0;
     for (int64_t t = t0; t < t1; ++t) {
       if (ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed)) {
         throw Error(ErrorCode::kCancelled, "matmul: cancelled");
@@ -150,9 +160,9 @@ Tensor matmul_mx_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b) {
       const float* bp = nullptr;
       int64_t ldb = n;
       if (B.mx()) {
-        bbuf.resize(static_cast<size_t>(k * (c1 - c0)));
-        B.dequantize_cols(bj, c0, c1, bbuf.data());
-        bp = bbuf.data();
+        float* buf = grow(bbuf, bcap, k * (c1 - c0));
+        B.dequantize_cols(bj, c0, c1, buf);
+        bp = buf;
         ldb = c1 - c0;
       } else {
         bp = B.f32 + B.matrix_offset(bj) + c0;
@@ -163,9 +173,9 @@ Tensor matmul_mx_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b) {
         const int64_t r0 = rp * rb, r1 = std::min(m, r0 + rb);
         const float* ap = nullptr;
         if (A.mx()) {
-          abuf.resize(static_cast<size_t>((r1 - r0) * k));
-          A.dequantize_rows(ai, r0, r1, abuf.data());
-          ap = abuf.data();
+          float* buf = grow(abuf, acap, (r1 - r0) * k);
+          A.dequantize_rows(ai, r0, r1, buf);
+          ap = buf;
         } else {
           ap = A.f32 + A.matrix_offset(ai) + r0 * k;
         }

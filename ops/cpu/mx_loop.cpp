@@ -252,17 +252,21 @@ void dequantize_range_typed(const uint8_t* q, const uint8_t* sc, const MxLayout&
       const uint8_t* sf = sc + o * nb;
       const int64_t end = p + std::min(l.len - p, count);
       int64_t i = p;
+      int64_t blk = i / bs;  // the only divisions by the runtime block size
+      int64_t blk_end = (blk + 1) * bs;
       while (i < end) {
-        const float scale = kernels::e8m0_to_f32(sf[i / bs]);
-        const int64_t piece = (std::min(bs - i % bs, end - i)) / s.group_elems * s.group_elems;
-        if (i % s.group_elems == 0 && piece > 0) {
+        const int64_t stop = std::min(blk_end, end);
+        const float scale = kernels::e8m0_to_f32(sf[blk]);
+        for (; i < stop && i % s.group_elems != 0; ++i) *out++ = lut[code_at<F>(qf, 1, i)] * scale;
+        const int64_t piece = (stop - i) / s.group_elems * s.group_elems;
+        if (piece > 0) {
           decode_run<F>(qf + i / s.group_elems * s.group_bytes, 1, piece, lut, scale, out, 1);
           out += piece;
           i += piece;
-        } else {
-          *out++ = lut[code_at<F>(qf, 1, i)] * scale;
-          ++i;
         }
+        for (; i < stop; ++i) *out++ = lut[code_at<F>(qf, 1, i)] * scale;
+        ++blk;
+        blk_end += bs;
       }
       count -= end - p;
       t += end - p;

@@ -98,7 +98,8 @@ inline __m256i encode8(__m256 x, __m256 inv) {
   const __m256 y = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xb, splat(0x7fffffff))), inv);
   const __m256i yb = _mm256_castps_si256(y);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(yb, shift), splat(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(yb, splat((1 << (shift - 1)) - 1)), odd), shift);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(yb, splat((1 << (shift - 1)) - 1)), odd), shift);
   const __m256i normal = _mm256_sub_epi32(rounded, splat((127 + emin - 1) << s.mbits));
   const __m256 magic = _mm256_castsi256_ps(splat((127 + emin - s.mbits + 23) << 23));
   const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(y, magic)), _mm256_castps_si256(magic));
@@ -117,7 +118,8 @@ inline __m256i pack_bytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
 inline void store_low_bytes8(uint8_t* out, __m256i c) {
   const __m256i lanes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, lanes), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+  const __m256i b =
+      _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, lanes), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(b));
 }
 
@@ -209,7 +211,8 @@ void quantize_cols(const void* x, int64_t inner, int64_t bs, int64_t ncols, uint
       for (int64_t i = 0; i < bs; ++i) store_low_bytes8(q + i * inner + c, code_row(i));
     } else if constexpr (s.bits == 4) {
       for (int64_t k = 0; k < bs / 2; ++k) {
-        store_low_bytes8(q + k * inner + c, _mm256_or_si256(code_row(2 * k), _mm256_slli_epi32(code_row(2 * k + 1), 4)));
+        store_low_bytes8(q + k * inner + c,
+                         _mm256_or_si256(code_row(2 * k), _mm256_slli_epi32(code_row(2 * k + 1), 4)));
       }
     } else {
       for (int64_t k = 0; k < bs / 4; ++k) {
@@ -275,8 +278,8 @@ void mx_quantize_blocks_avx2(MxInput, kernels::MxFormat, kernels::MxScaleRoundin
   std::abort();  // unreachable: mx_avx2_supported() is false off x86-64
 }
 
-void mx_quantize_cols_avx2(MxInput, kernels::MxFormat, kernels::MxScaleRounding, const void*, int64_t, int64_t,
-                           int64_t, uint8_t*, uint8_t*) {
+void mx_quantize_cols_avx2(MxInput, kernels::MxFormat, kernels::MxScaleRounding, const void*, int64_t, int64_t, int64_t,
+                           uint8_t*, uint8_t*) {
   std::abort();  // unreachable: mx_avx2_supported() is false off x86-64
 }
 

@@ -190,7 +190,7 @@ void add_dequantize(OpRegistry& r) {
       constexpr MxElemSpec s = kernels::mx_spec(F);
       const int64_t total = l.outer * (l.len / s.group_elems) * l.inner;
       dequantize_kernel<F><<<blocks_for(total), kThreads, 0, raw_stream(ctx)>>>(base, base + m.element_bytes, l,
-                                                                               out.data_ptr<float>(), total);
+                                                                                out.data_ptr<float>(), total);
     });
     TENSORD_CUDA_CHECK(cudaGetLastError());
     return std::vector<Tensor>{out};

@@ -70,9 +70,9 @@ Tensor input(DType dt, const Shape& shape, uint32_t seed) {
   Tensor t = Tensor::empty_host(dt, shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int kind = static_cast<int>((i / 32 + seed) % 4);
-    float x = kind == 0   ? kernels::f32_from_bits(static_cast<uint32_t>(rng()))             // any bits
+    float x = kind == 0   ? kernels::f32_from_bits(static_cast<uint32_t>(rng()))  // any bits
               : kind == 1 ? std::ldexp(static_cast<float>(static_cast<int>(rng() % 129) - 64) / 16.0f,
-                                       static_cast<int>(rng() % 40) - 20)  // ties
+                                       static_cast<int>(rng() % 40) - 20)                       // ties
               : kind == 2 ? kernels::f32_from_bits(static_cast<uint32_t>(rng()) & 0x807fffffu)  // subnormals
                           : nd(rng);
     if (dt == DType::kFloat32) {

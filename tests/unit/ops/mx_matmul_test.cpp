@@ -109,11 +109,11 @@ TEST(MxMatmul, PanelsLargerThanOneBuffer) {
 TEST(MxMatmul, BatchesBroadcastAndVectors) {
   const Tensor a = randn({2, 3, 4, 64}, 10);
   const Tensor w = randn({64, 32}, 11);
-  expect_matches_reference(a, quantize(w, "mxfp8_e4m3", 0));                         // shared weight
-  expect_matches_reference(a, quantize(randn({3, 64, 32}, 12), "mxfp4_e2m1", -1));   // broadcast batch
+  expect_matches_reference(a, quantize(w, "mxfp8_e4m3", 0));                            // shared weight
+  expect_matches_reference(a, quantize(randn({3, 64, 32}, 12), "mxfp4_e2m1", -1));      // broadcast batch
   expect_matches_reference(quantize(a, "mxfp8_e5m2", 0, 2), randn({1, 3, 64, 5}, 13));  // blocks across a batch dim
-  expect_matches_reference(quantize(randn({64}, 14), "mxfp4_e2m1", 0), w);           // 1-D @ 2-D
-  expect_matches_reference(a, quantize(randn({64}, 15), "mxfp6_e3m2", 0));           // 2-D @ 1-D
+  expect_matches_reference(quantize(randn({64}, 14), "mxfp4_e2m1", 0), w);              // 1-D @ 2-D
+  expect_matches_reference(a, quantize(randn({64}, 15), "mxfp6_e3m2", 0));              // 2-D @ 1-D
   expect_matches_reference(quantize(randn({64}, 16), "mxfp8_e4m3", 0), randn({64}, 17));
 }
 

@@ -49,6 +49,7 @@ struct Operand {
   }
   // Columns [c0, c1) of matrix mi into buf (row-major, c1 - c0 wide).
   void dequantize_cols(int64_t mi, int64_t c0, int64_t c1, float* buf) const {
+    if (c0 == 0 && c1 == cols) return dequantize_rows(mi, 0, rows, buf);  // whole rows: one run
     for (int64_t r = 0; r < rows; ++r) {
       mx_dequantize_range(q, sc, format, layout, matrix_offset(mi) + r * cols + c0, c1 - c0, buf + r * (c1 - c0));
     }

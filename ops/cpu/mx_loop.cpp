@@ -148,6 +148,22 @@ void quantize_typed(const OpContext& ctx, const In* x, uint8_t* q, uint8_t* sc, 
   });
 }
 
+// The code of element p of a fiber packed at q with byte stride qs.
+template <MxFormat F>
+TENSORD_INLINE uint32_t code_at(const uint8_t* q, int64_t qs, int64_t p) {
+  constexpr MxElemSpec s = kernels::mx_spec(F);
+  if constexpr (s.bits == 8) {
+    return q[p * qs];
+  } else if constexpr (s.bits == 4) {
+    return (q[(p / 2) * qs] >> (4 * (p % 2))) & 0xfu;
+  } else {
+    const uint8_t* g = q + (p / 4) * 3 * qs;
+    const uint32_t w =
+        static_cast<uint32_t>(g[0]) | (static_cast<uint32_t>(g[qs]) << 8) | (static_cast<uint32_t>(g[2 * qs]) << 16);
+    return (w >> (6 * (p % 4))) & 0x3fu;
+  }
+}
+
 // Unscaled values of every code of the format (2^bits entries).
 template <MxFormat F>
 void decode_table(float* lut) {
@@ -196,17 +212,37 @@ void dequantize_typed(const OpContext& ctx, const uint8_t* q, const uint8_t* sc,
   const int64_t lenp = l.len / s.group_elems * s.group_bytes;
   const int64_t rows = l.outer * nb;
   ctx.parallel_for(rows, std::max<int64_t>(1, kGrainElems / (bs * l.inner)), [&](int64_t w0, int64_t w1) {
+    float scale[kCols];
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t j = w % nb;
       const int64_t o = w / nb;
       const uint8_t* scb = sc + (o * nb + j) * l.inner;
       const uint8_t* qb = q + (o * lenp + j * block_bytes) * l.inner;
       float* ob = out + (o * l.len + j * bs) * l.inner;
-      for (int64_t c = 0; c < l.inner; ++c) {
-        decode_run<F>(qb + c, l.inner, bs, lut, kernels::e8m0_to_f32(scb[c]), ob + c, l.inner);
+      // Row by row across kCols columns at a time: contiguous loads and stores.
+      for (int64_t c0 = 0; c0 < l.inner; c0 += kCols) {
+        const int64_t nc = std::min(kCols, l.inner - c0);
+        for (int64_t c = 0; c < nc; ++c) scale[c] = kernels::e8m0_to_f32(scb[c0 + c]);
+        for (int64_t g = 0; g < bs / s.group_elems; ++g) {
+          const uint8_t* qg = qb + g * s.group_bytes * l.inner + c0;
+          for (int64_t r = 0; r < s.group_elems; ++r) {
+            float* orow = ob + (g * s.group_elems + r) * l.inner + c0;
+            for (int64_t c = 0; c < nc; ++c) orow[c] = lut[code_at<F>(qg + c, l.inner, r)] * scale[c];
+          }
+        }
       }
     }
   });
+}
+
+// The values of the 256 e8m0 codes (0xFF NaN), built once.
+const float* scale_values() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = kernels::e8m0_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
 }
 
 // The unscaled values of a format's codes, built once.
@@ -220,27 +256,12 @@ const float* code_values() {
   return table.data();
 }
 
-// The code of element p of a fiber packed at q with byte stride qs.
-template <MxFormat F>
-TENSORD_INLINE uint32_t code_at(const uint8_t* q, int64_t qs, int64_t p) {
-  constexpr MxElemSpec s = kernels::mx_spec(F);
-  if constexpr (s.bits == 8) {
-    return q[p * qs];
-  } else if constexpr (s.bits == 4) {
-    return (q[(p / 2) * qs] >> (4 * (p % 2))) & 0xfu;
-  } else {
-    const uint8_t* g = q + (p / 4) * 3 * qs;
-    const uint32_t w =
-        static_cast<uint32_t>(g[0]) | (static_cast<uint32_t>(g[qs]) << 8) | (static_cast<uint32_t>(g[2 * qs]) << 16);
-    return (w >> (6 * (p % 4))) & 0x3fu;
-  }
-}
-
 template <MxFormat F>
 void dequantize_range_typed(const uint8_t* q, const uint8_t* sc, const MxLayout& l, int64_t t, int64_t count,
                             float* out) {
   constexpr MxElemSpec s = kernels::mx_spec(F);
   const float* lut = code_values<F>();
+  const float* scales = scale_values();
   const int64_t bs = l.block;
   const int64_t nb = l.nblocks();
   const int64_t lenp = l.len / s.group_elems * s.group_bytes;
@@ -278,7 +299,7 @@ void dequantize_range_typed(const uint8_t* q, const uint8_t* sc, const MxLayout&
     const uint8_t* qg = q + (o * lenp + p / s.group_elems * s.group_bytes) * l.inner + c;
     const uint8_t* sr = sc + (o * nb + p / bs) * l.inner + c;
     const int64_t r = p % s.group_elems;
-    for (int64_t j = 0; j < n; ++j) out[j] = lut[code_at<F>(qg + j, l.inner, r)] * kernels::e8m0_to_f32(sr[j]);
+    for (int64_t j = 0; j < n; ++j) out[j] = lut[code_at<F>(qg + j, l.inner, r)] * scales[sr[j]];
     out += n;
     count -= n;
     t += n;

@@ -17,7 +17,39 @@ constexpr NamedFormat kFormats[] = {{"mxfp8_e4m3", MxFormat::kFp8E4M3},
                                     {"mxfp6_e3m2", MxFormat::kFp6E3M2},
                                     {"mxfp4_e2m1", MxFormat::kFp4E2M1}};
 
+MxFormat format_of(const Attr& a, const std::string& op) {
+  const std::string& s = a.to_string((op + ": format").c_str());
+  if (auto f = mx_format_from_name(s)) return *f;
+  throw Error(ErrorCode::kInvalidArgument,
+              op + ": unknown MX format '" + s + "'; expected one of " + mx_format_names());
+}
+
+kernels::MxScaleRounding rounding_of(const Attr& a, const std::string& op) {
+  const std::string& s = a.to_string((op + ": scale_rounding").c_str());
+  if (s == "floor") return kernels::MxScaleRounding::kFloor;
+  if (s == "rceil") return kernels::MxScaleRounding::kRceil;
+  throw Error(ErrorCode::kInvalidArgument, op + ": unknown scale_rounding '" + s + "'; expected one of floor, rceil");
+}
+
 }  // namespace
+
+MxQuantizePlan mx_quantize_plan(const TensorMeta& x, const std::vector<Attr>& attrs) {
+  const std::string op = "mx.quantize";
+  MxQuantizePlan p{};
+  const MxFormat format = format_of(attrs[1], op);
+  const int64_t bs = attrs[2].to_int("mx.quantize: block_size");
+  const int64_t axis = attrs[3].to_int("mx.quantize: axis");
+  p.rounding = rounding_of(attrs[4], op);
+  if (x.mx) {
+    throw Error(ErrorCode::kDtypeMismatch, op + ": the input is an MX tensor already (" + x.str() + ")");
+  }
+  if (x.dtype != DType::kFloat32 && x.dtype != DType::kFloat16 && x.dtype != DType::kBFloat16) {
+    throw Error(ErrorCode::kDtypeMismatch,
+                op + ": expected a float32, float16 or bfloat16 input, got " + std::string(dtype_name(x.dtype)));
+  }
+  p.mx = make_mx_meta(format, bs, axis, x.shape, /*from_wire=*/false, op);
+  return p;
+}
 
 std::string_view mx_format_name(MxFormat f) {
   for (const auto& nf : kFormats) {

@@ -13,7 +13,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "ops/attr.h"
 #include "ops/error.h"
 #include "ops/kernels/mx.h"
 #include "ops/tensor.h"
@@ -52,6 +54,17 @@ std::string mx_format_names();
 // (400). `what` starts the message.
 std::shared_ptr<const MxMeta> make_mx_meta(kernels::MxFormat f, int64_t block_size, int64_t axis, Shape shape,
                                            bool from_wire, const std::string& what);
+
+// mx.quantize's call (input, format, block_size, axis, scale_rounding) as
+// checked by every backend's kernel: the scale rounding and the result's
+// description. Throws invalid_argument (unknown format or rounding, bad
+// block size or axis), dtype_mismatch (an MX input, or one that is not
+// float32, float16 or bfloat16), shape_mismatch (axis length).
+struct MxQuantizePlan {
+  kernels::MxScaleRounding rounding = kernels::MxScaleRounding::kFloor;
+  std::shared_ptr<const MxMeta> mx;
+};
+MxQuantizePlan mx_quantize_plan(const TensorMeta& x, const std::vector<Attr>& attrs);
 
 // The TensorMeta of an MX tensor described by `m`.
 TensorMeta mx_tensor_meta(std::shared_ptr<const MxMeta> m);

@@ -32,15 +32,24 @@ void add_matmul(OpRegistry& r) {
   op.params = {tensor_param("input"), tensor_param("other")};
   op.outputs = {"out"};
   op.dtypes = dtypes_join({dtypes_integral(), dtypes_floating(), dtypes_complex()});
-  op.dtype_note = "integer operands of one dtype";
+  op.dtype_note = "integer operands of one dtype; an MX operand (either side) with float32 or MX -> float32";
+  // An MX operand is dequantized a panel at a time (ops/cpu/matmul_mx.cpp).
+  op.takes_mx = true;
   op.infer = [](const OpArgs<TensorMeta>& a) {
     const TensorMeta& x = a.tensor(0);
     const TensorMeta& y = a.tensor(1);
     MatmulPlan p = matmul_plan(x.shape, y.shape);
+    if (matmul_takes_mx(x, y)) {
+      check_matmul_mx_dtypes(x, y);
+      return std::vector<TensorMeta>{{DType::kFloat32, p.out}};
+    }
     check_matmul_dtypes(x.dtype, y.dtype);
     return std::vector<TensorMeta>{{x.dtype, p.out}};
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    if (matmul_takes_mx(a.tensor(0).meta(), a.tensor(1).meta())) {
+      return std::vector<Tensor>{matmul_mx_cpu(ctx, a.tensor(0), a.tensor(1))};
+    }
     check_matmul_dtypes(a.tensor(0).dtype(), a.tensor(1).dtype());
     return std::vector<Tensor>{matmul_cpu(ctx, a.tensor(0), a.tensor(1))};
   };

@@ -34,6 +34,15 @@ MatmulPlan matmul_plan(const Shape& a, const Shape& b);
 bool matmul_dtype_supported(DType t);
 Tensor matmul_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b);
 
+// matmul with an MX operand (ops/cpu/matmul_mx.cpp): either or both sides
+// MX tensors (their logical shapes), any other operand float32; float32
+// result; the MX side dequantized a panel at a time. matmul_takes_mx: either
+// meta is MX. check_matmul_mx_dtypes throws dtype_mismatch for a non-MX
+// operand that is not float32.
+bool matmul_takes_mx(const TensorMeta& a, const TensorMeta& b);
+void check_matmul_mx_dtypes(const TensorMeta& a, const TensorMeta& b);
+Tensor matmul_mx_cpu(const OpContext& ctx, const Tensor& a, const Tensor& b);
+
 // Once per process: OpenBLAS runs single-threaded in the calling thread.
 void set_blas_single_threaded();
 

@@ -15,57 +15,7 @@
 namespace tensord {
 namespace {
 
-using kernels::MxFormat;
-using kernels::MxScaleRounding;
-
-MxFormat format_of(const Attr& a, const std::string& op) {
-  const std::string& s = a.to_string((op + ": format").c_str());
-  if (auto f = mx_format_from_name(s)) return *f;
-  throw Error(ErrorCode::kInvalidArgument,
-              op + ": unknown MX format '" + s + "'; expected one of " + mx_format_names());
-}
-
-MxScaleRounding rounding_of(const Attr& a, const std::string& op) {
-  const std::string& s = a.to_string((op + ": scale_rounding").c_str());
-  if (s == "floor") return MxScaleRounding::kFloor;
-  if (s == "rceil") return MxScaleRounding::kRceil;
-  throw Error(ErrorCode::kInvalidArgument, op + ": unknown scale_rounding '" + s + "'; expected one of floor, rceil");
-}
-
-MxLayout layout_of(const MxMeta& m) {
-  MxLayout l;
-  const auto ax = static_cast<size_t>(m.dim_axis);
-  for (size_t d = 0; d < ax; ++d) l.outer *= m.shape[d];
-  for (size_t d = ax + 1; d < m.shape.size(); ++d) l.inner *= m.shape[d];
-  l.len = m.shape[ax];
-  l.block = m.block_size;
-  return l;
-}
-
 // ---- mx.quantize ----
-
-struct QuantizePlan {
-  MxScaleRounding rounding;
-  std::shared_ptr<const MxMeta> mx;
-};
-
-QuantizePlan plan_quantize(const TensorMeta& x, const std::vector<Attr>& attrs) {
-  const std::string op = "mx.quantize";
-  QuantizePlan p{};
-  const MxFormat format = format_of(attrs[1], op);
-  const int64_t bs = attrs[2].to_int("mx.quantize: block_size");
-  const int64_t axis = attrs[3].to_int("mx.quantize: axis");
-  p.rounding = rounding_of(attrs[4], op);
-  if (x.mx) {
-    throw Error(ErrorCode::kDtypeMismatch, op + ": the input is an MX tensor already (" + x.str() + ")");
-  }
-  if (x.dtype != DType::kFloat32 && x.dtype != DType::kFloat16 && x.dtype != DType::kBFloat16) {
-    throw Error(ErrorCode::kDtypeMismatch,
-                op + ": expected a float32, float16 or bfloat16 input, got " + std::string(dtype_name(x.dtype)));
-  }
-  p.mx = make_mx_meta(format, bs, axis, x.shape, /*from_wire=*/false, op);
-  return p;
-}
 
 void add_quantize(OpRegistry& r) {
   OpDef op;
@@ -80,17 +30,17 @@ void add_quantize(OpRegistry& r) {
   op.dtypes = {DType::kFloat16, DType::kBFloat16, DType::kFloat32};
   op.dtype_note = "-> an MX tensor of `format`";
   op.infer = [](const OpArgs<TensorMeta>& a) {
-    return std::vector<TensorMeta>{mx_tensor_meta(plan_quantize(a.tensor(0), a.attrs).mx)};
+    return std::vector<TensorMeta>{mx_tensor_meta(mx_quantize_plan(a.tensor(0), a.attrs).mx)};
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const Tensor& x = a.tensor(0);
-    QuantizePlan p = plan_quantize(x.meta(), a.attrs);
+    MxQuantizePlan p = mx_quantize_plan(x.meta(), a.attrs);
     // One allocation: the packed elements, then the scales.
     Tensor bytes = ctx.empty(DType::kUInt8, {static_cast<int64_t>(p.mx->nbytes())});
     Tensor q = mx_over(p.mx, bytes.storage(), bytes.byte_offset());
     Tensor elements = mx_elements(q);
     Tensor scale = mx_scale(q);
-    mx_quantize_cpu(ctx, x, p.mx->format, p.rounding, layout_of(*p.mx), elements, scale);
+    mx_quantize_cpu(ctx, x, p.mx->format, p.rounding, mx_layout_of(*p.mx), elements, scale);
     return std::vector<Tensor>{q};
   };
   r.add(std::move(op));
@@ -123,7 +73,7 @@ void add_dequantize(OpRegistry& r) {
     const MxMeta& m = mx_operand(q.meta());
     Tensor out = ctx.empty(DType::kFloat32, m.shape);
     Tensor out_view = out;
-    mx_dequantize_cpu(ctx, mx_elements(q), mx_scale(q), m.format, layout_of(m), out_view);
+    mx_dequantize_cpu(ctx, mx_elements(q), mx_scale(q), m.format, mx_layout_of(m), out_view);
     return std::vector<Tensor>{out};
   };
   r.add(std::move(op));

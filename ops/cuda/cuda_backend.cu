@@ -452,6 +452,7 @@ void register_cuda_kernels(OpRegistry& r) {
   cuda::register_elementwise_kernels(r);
   cuda::register_linalg_kernels(r);
   cuda::register_optim_kernels(r);
+  cuda::register_mx_kernels(r);
 }
 const KernelRegistration kCudaKernels(register_cuda_kernels);
 

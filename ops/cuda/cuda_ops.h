@@ -27,5 +27,8 @@ void register_linalg_kernels(OpRegistry& r);
 // optim.sgd, optim.adam, optim.adamw, optim.adagrad: one multi-tensor kernel
 // launch per step (ops/cuda/optim_fused.cu).
 void register_optim_kernels(OpRegistry& r);
+// mx.quantize and mx.dequantize with ops/kernels/mx.h's arithmetic
+// (ops/cuda/mx_quant.cu): the same bytes as the CPU loops.
+void register_mx_kernels(OpRegistry& r);
 
 }  // namespace tensord::cuda

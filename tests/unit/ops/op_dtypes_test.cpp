@@ -80,9 +80,11 @@ OpArgs<TensorMeta> args_of(const OpDef& op, DType t) {
       case ParamKind::kTensor:
       case ParamKind::kScalarOrTensor:
         if (required || (op.name == "clamp" && p.name == "min")) a.tensors[i] = {meta(t, shape)};
-        // An op that takes MX tensors lists uint8, their bytes' dtype: its
-        // uint8 operand is an MX tensor.
-        if (op.takes_mx && t == DType::kUInt8) {
+        // An mx.* op that takes MX tensors lists uint8, their bytes' dtype:
+        // its uint8 operand is an MX tensor. (matmul also takes MX operands,
+        // but its uint8 is the integer product: tests/unit/ops/
+        // mx_matmul_test.cpp covers its MX operands.)
+        if (op.takes_mx && t == DType::kUInt8 && op.name.rfind("mx.", 0) == 0) {
           a.tensors[i] = {mx_tensor_meta(make_mx_meta(kernels::MxFormat::kFp8E4M3, 32, -1, shape, false, "t"))};
         }
         if (fixed != fixed_operands().end()) {

@@ -106,29 +106,28 @@ JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string
   return s;
 }
 
-std::string graph_info_to_json(const std::string& id, const std::string& name, int64_t nodes, int64_t bytes,
-                               int64_t replays, const std::string& pool) {
+std::string graph_info_to_json(const GraphInfo& info) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
   w.Key("id");
-  w.String(id.c_str(), static_cast<rapidjson::SizeType>(id.size()));
+  w.String(info.id.c_str(), static_cast<rapidjson::SizeType>(info.id.size()));
   w.Key("name");
-  if (name.empty()) {
+  if (info.name.empty()) {
     w.Null();
   } else {
-    w.String(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+    w.String(info.name.c_str(), static_cast<rapidjson::SizeType>(info.name.size()));
   }
   w.Key("nodes");
-  w.Int64(nodes);
+  w.Int64(info.nodes);
   w.Key("bytes");
-  w.Int64(bytes);
+  w.Int64(info.bytes);
   w.Key("replays");
-  w.Int64(replays);
+  w.Int64(info.replays);
   w.Key("is_capturing");
-  w.Bool(false);
+  w.Bool(info.is_capturing);
   w.Key("pool");
-  w.String(pool.c_str(), static_cast<rapidjson::SizeType>(pool.size()));
+  w.String(info.pool.c_str(), static_cast<rapidjson::SizeType>(info.pool.size()));
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
 }

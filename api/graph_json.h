@@ -7,6 +7,7 @@
 
 #include <rapidjson/document.h>
 
+#include "graphs/graph_store.h"
 #include "graphs/program.h"
 #include "scheduler/job.h"
 
@@ -29,7 +30,6 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req);
 JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
 
 // {id, name, nodes, bytes, replays, is_capturing, pool}; name null when unset.
-std::string graph_info_to_json(const std::string& id, const std::string& name, int64_t nodes, int64_t bytes,
-                               int64_t replays, const std::string& pool);
+std::string graph_info_to_json(const GraphInfo& info);
 
 }  // namespace tensord

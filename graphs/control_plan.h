@@ -1,8 +1,8 @@
 // A cond or while_loop node of a CPU replay plan (graphs/replay_plan.h)
 // with its subprograms bound once as replay plans of their own, so that a
 // replay runs their recorded loops instead of execute_program's per-trip
-// dispatch, allocation and binding (a 4-node loop body: ~3.8 us per trip
-// through execute_program).
+// dispatch, allocation and binding (per-trip costs: bench/README.md,
+// captured loops).
 //
 //  - cond: the then and else plans read the node's operands where the
 //    parent plan keeps them (its static buffers); the branch the predicate

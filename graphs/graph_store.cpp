@@ -12,7 +12,14 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
                                                    const std::shared_ptr<MemoryAccount>& account, Backend* backend,
                                                    Device device, CompiledProgram cp, const std::string& pool_of,
                                                    const std::string& name) {
-  if (!name.empty()) check_name_free(tenant, name);
+  return capture(
+      tenant, account, backend, device, [&cp] { return std::move(cp); }, pool_of, name);
+}
+
+std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
+                                                   const std::shared_ptr<MemoryAccount>& account, Backend* backend,
+                                                   Device device, const CompileFn& compile, const std::string& pool_of,
+                                                   const std::string& name) {
   std::shared_ptr<GraphPool> pool;
   std::string pool_id;
   if (!pool_of.empty()) {
@@ -20,34 +27,60 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     if (!other) throw Error(ErrorCode::kNotFound, "pool: graph '" + pool_of + "' not found");
     pool = other->pool;
     pool_id = other->pool_id;
-  } else {
-    const bool host = !backend || device.type != DeviceType::kCPU;
-    pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
   }
-  auto g = std::make_shared<CapturedGraph>();
-  g->tenant = tenant;
-  for (const auto& [name, id] : cp.inputs) {
-    const TensorMeta& m = cp.values[static_cast<size_t>(id)].meta;
-    Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m, account)
-                                                            : Tensor::empty_host(m);
-    g->buffer_bytes += static_cast<int64_t>(t.nbytes());
-    g->buffers.emplace(name, std::move(t));
+  const std::string id = "g-" + std::to_string(next_.fetch_add(1));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!name.empty()) {
+      if (names_.contains({tenant, name})) throw Error(ErrorCode::kConflict, "a graph named '" + name + "' exists");
+      names_[{tenant, name}] = id;
+    }
+    GraphInfo& info = capturing_[{tenant, id}];
+    info.id = id;
+    info.name = name;
+    info.is_capturing = true;
+    info.pool = pool_id.empty() ? id : pool_id;
   }
-  g->program = std::make_shared<const CompiledProgram>(std::move(cp));
-  // quota_exceeded / unsupported: the buffers above are freed with g.
-  g->plan = std::make_shared<ReplayPlan>(g->program, g->buffers, *pool, backend, device);
-  g->pool = std::move(pool);
-  g->id = "g-" + std::to_string(next_.fetch_add(1));
-  g->pool_id = pool_id.empty() ? g->id : pool_id;
-  g->name = name;
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!name.empty()) {
-    // g (its buffers and pool chunks) is freed if the name went meanwhile.
-    if (names_.contains({tenant, name})) throw Error(ErrorCode::kConflict, "a graph named '" + name + "' exists");
-    names_[{tenant, name}] = g->id;
+  // Whatever throws below (bad program, quota_exceeded, unsupported) frees
+  // the reservation; the buffers and pool chunks go with g.
+  auto release = [&] {
+    std::lock_guard<std::mutex> lk(mu_);
+    capturing_.erase({tenant, id});
+    if (!name.empty()) names_.erase({tenant, name});
+  };
+  try {
+    CompiledProgram cp = compile();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      capturing_[{tenant, id}].nodes = static_cast<int64_t>(cp.nodes.size());
+    }
+    if (!pool) {
+      const bool host = !backend || device.type != DeviceType::kCPU;
+      pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
+    }
+    auto g = std::make_shared<CapturedGraph>();
+    g->tenant = tenant;
+    for (const auto& [input, vid] : cp.inputs) {
+      const TensorMeta& m = cp.values[static_cast<size_t>(vid)].meta;
+      Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m, account)
+                                                              : Tensor::empty_host(m);
+      g->buffer_bytes += static_cast<int64_t>(t.nbytes());
+      g->buffers.emplace(input, std::move(t));
+    }
+    g->program = std::make_shared<const CompiledProgram>(std::move(cp));
+    g->plan = std::make_shared<ReplayPlan>(g->program, g->buffers, *pool, backend, device);
+    g->pool = std::move(pool);
+    g->id = id;
+    g->pool_id = pool_id.empty() ? id : pool_id;
+    g->name = name;
+    std::lock_guard<std::mutex> lk(mu_);
+    capturing_.erase({tenant, id});
+    graphs_[{tenant, id}] = g;
+    return g;
+  } catch (...) {
+    release();
+    throw;
   }
-  graphs_[{tenant, g->id}] = g;
-  return g;
 }
 
 void GraphStore::check_name_free(const std::string& tenant, const std::string& name) const {
@@ -67,6 +100,35 @@ std::shared_ptr<CapturedGraph> GraphStore::find(const std::string& tenant, const
   std::lock_guard<std::mutex> lk(mu_);
   auto it = graphs_.find({tenant, id});
   return it == graphs_.end() ? nullptr : it->second;
+}
+
+std::optional<GraphInfo> GraphStore::info(const std::string& tenant, const std::string& id) const {
+  std::shared_ptr<CapturedGraph> g;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto c = capturing_.find({tenant, id});
+    if (c != capturing_.end()) return c->second;
+    auto it = graphs_.find({tenant, id});
+    if (it == graphs_.end()) return std::nullopt;
+    g = it->second;
+  }
+  return graph_info(*g);  // bytes() asks the pool: outside the store's lock
+}
+
+bool GraphStore::capturing(const std::string& tenant, const std::string& id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return capturing_.contains({tenant, id});
+}
+
+GraphInfo graph_info(const CapturedGraph& g) {
+  GraphInfo info;
+  info.id = g.id;
+  info.name = g.name;
+  info.nodes = g.nodes();
+  info.bytes = g.bytes();
+  info.replays = g.replays.load();
+  info.pool = g.pool_id;
+  return info;
 }
 
 bool GraphStore::erase(const std::string& tenant, const std::string& id) {

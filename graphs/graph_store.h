@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,25 +48,49 @@ struct CapturedGraph {
   int64_t nodes() const { return static_cast<int64_t>(program->nodes.size()); }
 };
 
+// What GET /v1/graphs/{id} reports of a graph, captured or capturing.
+struct GraphInfo {
+  std::string id;
+  std::string name;
+  int64_t nodes = 0;  // 0 while the capture still validates the program
+  int64_t bytes = 0;  // 0 while capturing
+  int64_t replays = 0;
+  bool is_capturing = false;
+  std::string pool;
+};
+
 class GraphStore {
  public:
-  // Takes a compiled program, allocates its static input buffers on
-  // `backend` (charged to `account`), binds its intermediates and outputs to
-  // a pool (a new one, or the pool of the tenant's graph `pool_of`; not
-  // found if there is none) and builds its replay plan. A non-empty `name`
-  // another of the tenant's graphs holds is conflict (checked again when
-  // the graph is stored, so two captures racing for a name get one each).
+  using CompileFn = std::function<CompiledProgram()>;
+
+  // Reserves the graph's id (and its non-empty `name`) and runs `compile`
+  // (validation, binding, shape inference, the memory plan); then allocates
+  // the static input buffers on `backend` (charged to `account`), binds the
+  // intermediates and outputs to a pool (a new one, or the pool of the
+  // tenant's graph `pool_of`; not found if there is none) and builds the
+  // replay plan. Until it returns, info() reports the id as capturing (the
+  // id is reserved first so that a client can watch a long capture);
+  // whatever throws frees the id and the name. A `name` another of the
+  // tenant's graphs or captures holds is conflict.
+  std::shared_ptr<CapturedGraph> capture(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
+                                         Backend* backend, Device device, const CompileFn& compile,
+                                         const std::string& pool_of = {}, const std::string& name = {});
+  // The same over a program compiled already.
   std::shared_ptr<CapturedGraph> capture(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
                                          Backend* backend, Device device, CompiledProgram cp,
                                          const std::string& pool_of = {}, const std::string& name = {});
   // Throws conflict when one of the tenant's graphs holds `name` (a check
   // before the costly capture).
   void check_name_free(const std::string& tenant, const std::string& name) const;
-  // Null when absent or another tenant's.
+  // Null when absent, another tenant's, or still capturing.
   std::shared_ptr<CapturedGraph> find(const std::string& tenant, const std::string& id) const;
   // By name, else by id; null when neither is the tenant's.
   std::shared_ptr<CapturedGraph> find_by_name_or_id(const std::string& tenant, const std::string& model) const;
-  // False when absent. Frees its name. Memory is released once no replay
+  // The tenant's graph or capture in progress; nullopt when neither.
+  std::optional<GraphInfo> info(const std::string& tenant, const std::string& id) const;
+  // Whether `id` is one of the tenant's captures in progress.
+  bool capturing(const std::string& tenant, const std::string& id) const;
+  // False when absent (a capture in progress included). Frees its name. Memory is released once no replay
   // holds the graph.
   bool erase(const std::string& tenant, const std::string& id);
   size_t size() const;
@@ -72,9 +98,13 @@ class GraphStore {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<CapturedGraph>> graphs_;
-  std::map<std::pair<std::string, std::string>, std::string> names_;  // (tenant, name) -> id
+  std::map<std::pair<std::string, std::string>, std::string> names_;    // (tenant, name) -> id
+  std::map<std::pair<std::string, std::string>, GraphInfo> capturing_;  // (tenant, id) -> its info so far
   std::atomic<int64_t> next_{1};
 };
+
+// GET /v1/graphs/{id}'s values of a captured graph.
+GraphInfo graph_info(const CapturedGraph& g);
 
 // Graphviz text of a compiled program (control-flow bodies as clusters).
 std::string graph_to_dot(const CompiledProgram& cp, const std::string& name);

@@ -38,7 +38,7 @@ struct Node {
   std::vector<ArgExpr> args;
   std::vector<std::pair<std::string, ArgExpr>> kwargs;
   std::vector<std::string> outputs;
-  // Control-flow bodies ("then", "else", "cond", "body"), for later issues.
+  // Control-flow bodies by role ("then", "else", "cond", "body").
   std::map<std::string, std::shared_ptr<const Program>> subprograms;
 };
 

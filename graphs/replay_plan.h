@@ -15,7 +15,7 @@
 // The first run records, for each elementwise node, the kernel's one loop
 // over its buffers (ops/recorded_block.h); later runs call that loop
 // directly, which skips the kernel's dispatch, broadcast planning and result
-// vectors (on float32[64], ~0.2 us of a ~0.24 us node). A recording is kept
+// vectors (most of a small node's cost: bench/README.md, graphs). A recording is kept
 // only when every operand lies in a static buffer (not a kernel temporary)
 // and the result went to the node's slot; anything else stays a kernel call.
 //

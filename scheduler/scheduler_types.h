@@ -1,5 +1,5 @@
 // Values the JobScheduler hands out: what a running job is told, the events
-// it reports (the metrics issue subscribes to them), and stats snapshots.
+// it reports (the engine's metrics subscribe to them), and stats snapshots.
 #pragma once
 
 #include <cstdint>

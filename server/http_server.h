@@ -82,8 +82,8 @@ class HttpServer {
   // How long cancelled work may take to stop and answer after the timeout.
   static constexpr std::chrono::seconds kCancelGrace{2};
 
-  // Tenant lanes (issue 14: decoding and encoding large bodies is the
-  // tenant's work). What the handler pool would do for a request (an
+  // Tenant lanes (decoding and encoding large bodies is the tenant's
+  // work). What the handler pool would do for a request (an
   // offloaded handler: a PUT's or upload's body decoded, a GET's answer
   // encoded; the start of an asynchronous request with a large body; a
   // large job result's encoding) runs instead on the lane

@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
         [&engine] { engine.cancel_running(Error(ErrorCode::kUnavailable, "server is shutting down")); }});
     // A request's decoding and encoding (what the handler pool would do
     // for it) runs on its tenant's partition's cores: a lane per partition
-    // (HttpServer::set_lanes, issue 14). With one partition there is no
+    // (HttpServer::set_lanes). With one partition there is no
     // other tenant's core to keep it off: the shared pool (32 threads)
     // serves, as before.
     if (config.partitions.size() > 1) {

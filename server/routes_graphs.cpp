@@ -23,14 +23,16 @@ namespace tensord {
 
 namespace {
 
-std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpRequest& req, const Tenant& tenant) {
-  auto g = store.find(tenant.name, req.params.at("id"));
-  if (!g) throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
-  return g;
+void throw_if_capturing(const GraphStore& store, const std::string& id, const Tenant& tenant) {
+  if (store.capturing(tenant.name, id)) throw Error(ErrorCode::kConflict, "graph '" + id + "' is still capturing");
 }
 
-std::string info_json(const CapturedGraph& g) {
-  return graph_info_to_json(g.id, g.name, g.nodes(), g.bytes(), g.replays.load(), g.pool_id);
+std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpRequest& req, const Tenant& tenant) {
+  const std::string& id = req.params.at("id");
+  auto g = store.find(tenant.name, id);
+  if (g) return g;
+  throw_if_capturing(store, id, tenant);
+  throw Error(ErrorCode::kNotFound, "graph '" + id + "' not found");
 }
 
 JobSpec parse_replay_request(HttpRequest& req) {
@@ -83,16 +85,16 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
     Tenant& tenant = authenticate(req, *app.tenants);
     rapidjson::Document d = parse_json_object(req.body, "body");
     GraphCaptureRequest cr = graph_capture_from_json(d);
-    if (!cr.name.empty()) store->check_name_free(tenant.name, cr.name);  // 409 before the capture's work
     auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-    // Validation, binding, shape inference and the memory plan: once.
-    CompiledProgram cp = compile_program(cr.program, cr.inputs, stored_lookup);
+    // Validation, binding, shape inference and the memory plan: once, inside
+    // the capture (GET /v1/graphs/{id} shows is_capturing meanwhile).
+    auto compile = [&cr, &stored_lookup] { return compile_program(cr.program, cr.inputs, stored_lookup); };
     const auto& devs = app.engine->devices();
     auto g = store->capture(tenant.name, tenant.account, &app.engine->backend(),
-                            devs.empty() ? Device{} : devs[0].device, std::move(cp), cr.pool, cr.name);
+                            devs.empty() ? Device{} : devs[0].device, compile, cr.pool, cr.name);
     app.engine->record_tenant_memory(tenant);
     app.engine->record_graph_capture(tenant, +1);
-    HttpResponse resp = json_response(201, info_json(*g));
+    HttpResponse resp = json_response(201, graph_info_to_json(graph_info(*g)));
     resp.headers.emplace_back("Location", "/v1/graphs/" + g->id);
     return resp;
   });
@@ -117,22 +119,25 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
 
   r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    auto g = find_graph(*store, req, tenant);
     auto fmt = req.query.find("format");
-    if (fmt != req.query.end() && fmt->second == "dot") {
+    if (fmt == req.query.end() || fmt->second == "json") {
+      auto info = store->info(tenant.name, req.params.at("id"));
+      if (!info) throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
+      return json_response(200, graph_info_to_json(*info));
+    }
+    auto g = find_graph(*store, req, tenant);
+    if (fmt->second == "dot") {
       HttpResponse resp;
       resp.content_type = "text/vnd.graphviz";
       resp.body = graph_to_dot(*g->program, g->id);
       return resp;
     }
-    if (fmt != req.query.end() && fmt->second != "json") {
-      throw Error(ErrorCode::kBadRequest, "format must be \"json\" or \"dot\"");
-    }
-    return json_response(200, info_json(*g));
+    throw Error(ErrorCode::kBadRequest, "format must be \"json\" or \"dot\"");
   });
 
   r.add("DELETE", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
+    throw_if_capturing(*store, req.params.at("id"), tenant);
     if (!store->erase(tenant.name, req.params.at("id"))) {
       throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
     }

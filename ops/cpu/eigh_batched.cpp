@@ -5,7 +5,7 @@
 // (eigh_jacobi_impl.h, ops/kernels/eigh_jacobi.h; all dtypes) and
 // Householder tridiagonalisation + implicit QL (eigh_tridiag_impl.h,
 // ops/kernels/eigh_tridiag.h; real dtypes). eigh_auto_algorithm picks
-// between them and LAPACK by the measured crossover below.
+// between them and LAPACK (thresholds: bench/README.md, batched eigh).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -184,7 +184,7 @@ void eigh_simd_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tenso
   });
 }
 
-// Path choice: eigh_auto_algorithm (the measured crossover, below).
+// Path choice: eigh_auto_algorithm (the measured crossover).
 void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w, const Tensor* v, const char* op,
               EighPath path) {
   TENSORD_ASSERT(uplo == 'L' || uplo == 'U');
@@ -217,38 +217,11 @@ void eigh_cpu(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& w,
   eigh_simd_cpu(ctx, a, uplo, w, v, op, path);
 }
 
-// CROSSOVER, measured with bench/eigh_kernel_bench on this 2-core AMD EPYC
-// (Zen 4, AVX-512 kernels, 2 threads, eigenvectors on; a shared, loaded
-// machine: min of 5 runs, or user-mode cycles of one thread where noted).
-// Real dtypes, tridiagonal QL vs cyclic Jacobi, cycles (incl. generating the
-// 20000 inputs, ~100M):
-//   float32 n=4 Jacobi 112M / QL 122M, n=6 267M / 248M, n=8 431M / 338M,
-//           n=12 1139M / 709M; float64 n=4 150M / 148M, n=8 757M / 495M:
-//   QL from n = 6 (at n = 32 and 64: 91 / 42 ms and 83 / 25 ms, 2 threads).
-// QL vs LAPACK ssyevd/dsyevd (one OpenBLAS thread per matrix, 2 matrices
-// in parallel), ms: a QL group (16 float32 / 8 float64 matrices, one
-// thread) costs about what 1 .. 10 LAPACK calls do, so LAPACK keeps the
-// batches that do not fill a group's worth of its time:
-//   float32 n=32  b=1 0.055/0.064
-//           n=48  b=1 0.161/0.129  b=2 0.162/0.255
-//           n=64  b=1 0.393/0.197  b=4 0.417/0.765 (one call 0.2)
-//           n=96  b=1 1.06/0.42    b=4 1.10/~0.84  b=8 1.14/7.1
-//           n=128 b=1 2.60/0.68    b=8 4.61/13.7   b=16 2.88/11.3
-//           n=192 b=1 12.7/1.38    b=16 15.6/57    b=32 28/79
-//           n=256 b=1 38.6/2.57    b=16 45/77      b=32 93/159
-//   float64 n=48  b=1 0.184/0.151  b=2 0.187/0.384
-//           n=64  b=1 0.478/0.243  b=4 0.457/0.986
-//           n=128 b=1 2.88/0.99    b=8 3.13/27.9
-//           n=256 b=1 33/16.8      b=8 33.6/54
-// Complex dtypes keep the cyclic Jacobi (no complex tridiagonal kernel),
-// Jacobi / LAPACK ?heevd, ms:
-//   complex64 n=8   b=1 0.009/0.005  b=16 0.010/0.083 b=256 0.16/1.34
-//             n=32  b=1 0.42/0.08    b=16 0.46/1.44  b=256 16.5/41
-//             n=64  b=16 10.5/35.6   b=256 100/127
-//             n=128 b=16 58/38       b=256 931/1304
-//   complex128 n=32 b=16 1.06/1.58   b=256 18.8/66.9
-//             n=64  b=16 8.7/7.9     b=256 137/89
-//             n=128 b=16 82/31       b=256 1397/690
+// The thresholds are the crossovers measured with bench/eigh_kernel_bench
+// (the table: bench/README.md, "Path crossover"): QL from n = 6 for real
+// dtypes, Jacobi below it and for complex dtypes (no complex tridiagonal
+// kernel), LAPACK for batches too small to fill a QL group's worth of its
+// time (a group costs about what 1 .. 10 LAPACK calls do).
 EighAlgorithm eigh_auto_algorithm(DType t, int64_t n, int64_t batch) {
   if (!is_complex(t)) {
     if (n < 6) return EighAlgorithm::kJacobi;

@@ -165,8 +165,8 @@ void eigh_typed(const OpContext& ctx, const Tensor& a, char uplo, const Tensor& 
   // One OpenBLAS thread per call: the batch is split over the pool instead.
   // Left multi-threaded (its default, and what a direct caller such as
   // bench/eigh_kernel_bench got), each call's OpenBLAS threads compete with
-  // the pool's for the same cores: 2 matrices of n = 128 took up to 17 ms
-  // instead of 0.9 ms here, and 100 x 256 ran at torch's speed, not ~2x it.
+  // the pool's for the same cores (oversubscribed: bench/README.md, batched
+  // eigh).
   set_blas_single_threaded();
   const int64_t nn = n * n;
   const int64_t batch = a.numel() / nn;

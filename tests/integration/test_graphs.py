@@ -185,6 +185,57 @@ def test_unknown_graph_is_404(client, server):
     assert r.status_code == 404
 
 
+def test_is_capturing_while_a_long_capture_runs(server):
+    """The id is reserved before the program compiles: GET shows the graph
+    with is_capturing true until the capture ends (a 100000-node chain takes
+    a few hundred ms to validate and plan); a replay meanwhile is 409, never
+    a run of a half-built graph."""
+    import threading
+
+    first = requests.post(server.url + "/v1/graphs", data=json.dumps({"program": affine_program(2)}))
+    assert first.status_code == 201
+    requests.delete(server.url + "/v1/graphs/" + first.json()["id"])
+    # Ids are sequential; integration tests run one at a time.
+    gid = "g-%d" % (int(first.json()["id"][2:]) + 1)
+    n = 100000
+    nodes = [{"id": "n%d" % i, "op": "neg", "args": ["x" if i == 0 else "v%d" % (i - 1)], "outputs": ["v%d" % i]}
+             for i in range(n)]
+    body = json.dumps({"program": {"inputs": {"x": f32([16])}, "nodes": nodes, "outputs": ["v%d" % (n - 1)]},
+                       "name": "long-capture"})
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("r", requests.post(server.url + "/v1/graphs", data=body)))
+    t.start()
+    seen, conflicts = [], []
+    with requests.Session() as s:
+        while t.is_alive():
+            r = s.get(server.url + "/v1/graphs/" + gid)
+            if r.status_code == 200 and r.json()["is_capturing"]:
+                seen.append(r.json())
+                rr = s.post(server.url + "/v1/graphs/%s/replay" % gid, data=json.dumps({"inputs": {}}))
+                if rr.status_code == 409:
+                    conflicts.append(rr.json()["error"]["message"])
+            else:
+                assert r.status_code in (200, 404), r.text
+    t.join()
+    r = done["r"]
+    assert r.status_code == 201, r.text
+    assert r.json()["id"] == gid
+    assert seen, "never saw the capture in progress"
+    assert seen[0]["id"] == gid and seen[0]["name"] == "long-capture" and seen[0]["pool"] == gid
+    assert seen[0]["replays"] == 0 and seen[0]["bytes"] == 0
+    assert seen[-1]["nodes"] in (0, n)
+    assert all("capturing" in m for m in conflicts), conflicts
+    info = requests.get(server.url + "/v1/graphs/" + gid).json()
+    assert info["is_capturing"] is False and info["nodes"] == n and info["bytes"] > 0
+    assert requests.delete(server.url + "/v1/graphs/" + gid).status_code == 204
+    # A capture that fails (here while compiling) frees the id it reserved.
+    prog = cond_program(4)
+    prog["nodes"][2]["else"]["inputs"] = {"a": f32([3])}
+    bad = requests.post(server.url + "/v1/graphs", data=json.dumps({"program": prog}))
+    assert bad.status_code == 400
+    assert requests.get(server.url + "/v1/graphs/g-%d" % (int(gid[2:]) + 1)).status_code == 404
+
+
 def test_capture_rejects_bad_programs(server):
     prog = cond_program(4)
     prog["nodes"][2]["else"]["inputs"] = {"a": f32([3])}

@@ -6,6 +6,9 @@ used when present. Arrays travel as safetensors by default
 memory, the answer is read into one buffer the results are views of);
 ``transport="json"`` sends JSON tensors with base64 payloads and reads JSON
 answers (API.md 3.1).
+
+(Long file: ``Client`` mirrors the whole REST API, one method per route, as
+API.md 12 lists them; splitting the class would scatter that contract.)
 """
 
 from __future__ import annotations

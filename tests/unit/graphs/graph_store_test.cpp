@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "ops/error.h"
 #include "ops/memory_account.h"
 #include "tests/unit/graphs/counting_backend.h"
@@ -134,6 +136,62 @@ TEST(GraphStore, NamesAreUniquePerTenantAndFreedOnErase) {
   auto again = store.capture("t", acct, &backend, Device{}, affine(8), {}, "model");
   EXPECT_EQ(store.find_by_name_or_id("t", "model"), again);
   EXPECT_EQ(store.find_by_name_or_id("other", "model"), other);
+}
+
+// The id is reserved before the program compiles: info() reports it as
+// capturing (to its tenant only) until the capture ends, and a failed
+// capture frees the id and the name.
+TEST(GraphStore, InfoReportsACaptureInProgress) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  std::optional<GraphInfo> during, other_tenant;
+  bool capturing = false;
+  auto g = store.capture(
+      "t", acct, &backend, Device{},
+      [&] {
+        during = store.info("t", "g-1");
+        other_tenant = store.info("u", "g-1");
+        capturing = store.capturing("t", "g-1");
+        EXPECT_EQ(store.find("t", "g-1"), nullptr) << "not replayable while capturing";
+        EXPECT_THROW(store.check_name_free("t", "m"), Error) << "the name is held from the start";
+        return affine(16);
+      },
+      {}, "m");
+  ASSERT_TRUE(during.has_value());
+  EXPECT_TRUE(during->is_capturing);
+  EXPECT_EQ(during->id, "g-1");
+  EXPECT_EQ(during->name, "m");
+  EXPECT_EQ(during->pool, "g-1");
+  EXPECT_EQ(during->nodes, 0) << "not compiled yet";
+  EXPECT_TRUE(capturing);
+  EXPECT_FALSE(other_tenant.has_value());
+  ASSERT_EQ(g->id, "g-1");
+  auto after = store.info("t", g->id);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_FALSE(after->is_capturing);
+  EXPECT_EQ(after->nodes, 3);
+  EXPECT_EQ(after->bytes, g->bytes());
+  EXPECT_FALSE(store.capturing("t", g->id));
+
+  // A capture that fails while compiling: its id and name are free again.
+  std::optional<GraphInfo> failing;
+  EXPECT_THROW(store.capture(
+                   "t", acct, &backend, Device{},
+                   [&]() -> CompiledProgram {
+                     failing = store.info("t", "g-2");
+                     throw Error(ErrorCode::kInvalidProgram, "bad");
+                   },
+                   g->id, "n"),
+               Error);
+  ASSERT_TRUE(failing.has_value());
+  EXPECT_TRUE(failing->is_capturing);
+  EXPECT_EQ(failing->pool, g->id) << "the pool it shares";
+  EXPECT_FALSE(store.info("t", "g-2").has_value());
+  EXPECT_FALSE(store.capturing("t", "g-2"));
+  EXPECT_NO_THROW(store.check_name_free("t", "n"));
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(acct->used(), g->bytes()) << "the failed capture holds no memory";
 }
 
 }  // namespace

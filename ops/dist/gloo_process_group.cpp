@@ -18,6 +18,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -38,7 +42,33 @@ std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir)
   return std::make_shared<gloo::rendezvous::FileStore>(dir);
 }
 
+namespace {
+// Whether something accepts TCP connections at host:port. Gloo's
+// RedisStore leaks its hiredis context when it cannot connect (it throws
+// without freeing it): an unreachable address is refused before it.
+bool accepts_connections(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+}  // namespace
+
 std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port) {
+  if (!accepts_connections(host, port)) {
+    throw Error(ErrorCode::kUnavailable,
+                "redis at " + host + ":" + std::to_string(port) + ": nothing accepts connections there");
+  }
   try {
     return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cpu/mx_loop.h"  // MxLayout, mx_layout_of: the CPU loops' view of the same layout
 #include "ops/cuda/cuda_ops.h"
 #include "ops/error.h"
 #include "ops/kernels/mx.h"
@@ -25,20 +26,6 @@ using kernels::MxScaleRounding;
 constexpr int kThreads = 256;
 
 // [outer, len, inner] around the block axis; blocks of `block` along len.
-struct Layout {
-  int64_t outer = 1, len = 0, inner = 1, block = 32;
-};
-
-Layout layout_of(const MxMeta& m) {
-  Layout l;
-  const auto ax = static_cast<size_t>(m.dim_axis);
-  for (size_t d = 0; d < ax; ++d) l.outer *= m.shape[d];
-  for (size_t d = ax + 1; d < m.shape.size(); ++d) l.inner *= m.shape[d];
-  l.len = m.shape[ax];
-  l.block = m.block_size;
-  return l;
-}
-
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 4096 ? (b > 0 ? b : 1) : 4096);
@@ -58,7 +45,7 @@ __device__ __forceinline__ float load_in(const void* p, int64_t i) {
 }
 
 template <int In, MxFormat F>
-__global__ void quantize_kernel(const void* x, Layout l, MxScaleRounding r, uint8_t* q, uint8_t* sc, int64_t total) {
+__global__ void quantize_kernel(const void* x, MxLayout l, MxScaleRounding r, uint8_t* q, uint8_t* sc, int64_t total) {
   constexpr MxElemSpec s = kernels::mx_spec(F);
   const int64_t nb = l.len / l.block;
   const int64_t groups = l.block / s.group_elems;
@@ -91,7 +78,7 @@ __global__ void quantize_kernel(const void* x, Layout l, MxScaleRounding r, uint
 }
 
 template <MxFormat F>
-__global__ void dequantize_kernel(const uint8_t* q, const uint8_t* sc, Layout l, float* out, int64_t total) {
+__global__ void dequantize_kernel(const uint8_t* q, const uint8_t* sc, MxLayout l, float* out, int64_t total) {
   constexpr MxElemSpec s = kernels::mx_spec(F);
   const int64_t ng = l.len / s.group_elems;
   const int64_t nb = l.len / l.block;
@@ -127,7 +114,7 @@ void with_format(MxFormat f, Fn&& fn) {
 }
 
 template <int In>
-void launch_quantize(const OpContext& ctx, const void* x, MxFormat f, MxScaleRounding r, const Layout& l, uint8_t* q,
+void launch_quantize(const OpContext& ctx, const void* x, MxFormat f, MxScaleRounding r, const MxLayout& l, uint8_t* q,
                      uint8_t* sc) {
   const int64_t total = l.outer * (l.len / l.block) * l.inner;
   with_format(f, [&]<MxFormat F>() {
@@ -154,7 +141,7 @@ void add_quantize(OpRegistry& r) {
     auto* base = static_cast<uint8_t*>(out.data());
     uint8_t* q = base;
     uint8_t* sc = base + p.mx->element_bytes;
-    const Layout l = layout_of(*p.mx);
+    const MxLayout l = mx_layout_of(*p.mx);
     switch (x.dtype()) {
       case DType::kFloat32:
         launch_quantize<kF32>(ctx, x.data(), p.mx->format, p.rounding, l, q, sc);
@@ -185,7 +172,7 @@ void add_dequantize(OpRegistry& r) {
     Tensor out = ctx.empty(DType::kFloat32, m.shape);
     if (out.numel() == 0) return std::vector<Tensor>{out};
     const auto* base = static_cast<const uint8_t*>(q.data());
-    const Layout l = layout_of(m);
+    const MxLayout l = mx_layout_of(m);
     with_format(m.format, [&]<MxFormat F>() {
       constexpr MxElemSpec s = kernels::mx_spec(F);
       const int64_t total = l.outer * (l.len / s.group_elems) * l.inner;

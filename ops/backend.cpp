@@ -25,6 +25,8 @@ Stream Backend::create_partition_stream(Device d, int) {
   return create_stream(d);
 }
 
+// By value, as the overrides take the function over (this default has none to take).
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 void Backend::launch_host_func(Stream, std::function<void()>) {
   unsupported(*this, "host functions on streams");
 }

@@ -54,7 +54,7 @@ std::vector<TenantSpec> tenant_specs(const ServerConfig& c) {
 }
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts)
+Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, const EngineOptions& opts)
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc

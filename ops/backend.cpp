@@ -20,7 +20,7 @@ ThreadStreamBinding::~ThreadStreamBinding() {
   if (b_) b_->unbind_thread_stream();
 }
 
-void Backend::set_partitions(const std::vector<PartitionRequest>&) {}
+void Backend::set_partitions(const std::vector<PartitionSpec>&) {}
 Stream Backend::create_partition_stream(Device d, int) {
   return create_stream(d);
 }

@@ -38,10 +38,10 @@ int get_small_int(const rapidjson::Value& v, const std::string& where) {
   return static_cast<int>(x);
 }
 
-PartitionConfig partition_from(const rapidjson::Value& v, size_t i) {
+PartitionSpec partition_from(const rapidjson::Value& v, size_t i) {
   std::string where = "partitions[" + std::to_string(i) + "]";
   if (!v.IsObject()) bad(where + " must be an object");
-  PartitionConfig p;
+  PartitionSpec p;
   bool has_name = false;
   for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
     std::string k = key_of(it);
@@ -60,10 +60,10 @@ PartitionConfig partition_from(const rapidjson::Value& v, size_t i) {
   return p;
 }
 
-TenantConfig tenant_from(const rapidjson::Value& v, size_t i) {
+TenantSpec tenant_from(const rapidjson::Value& v, size_t i) {
   std::string where = "tenants[" + std::to_string(i) + "]";
   if (!v.IsObject()) bad(where + " must be an object");
-  TenantConfig t;
+  TenantSpec t;
   bool has_name = false, has_token = false, has_partition = false;
   for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
     std::string k = key_of(it);

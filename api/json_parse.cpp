@@ -37,6 +37,8 @@ class Handler {
  public:
   Handler(rapidjson::Document& doc, int max_depth) : doc_(doc), max_depth_(max_depth) {}
 
+  // RapidJSON's SAX Handler concept names these methods.
+  // NOLINTBEGIN(readability-identifier-naming)
   bool Null() { return doc_.Null(); }
   bool Bool(bool b) { return doc_.Bool(b); }
   bool Int(int i) { return doc_.Int(i); }
@@ -90,6 +92,7 @@ class Handler {
     }
     return doc_.Double(d);
   }
+  // NOLINTEND(readability-identifier-naming)
 
   const std::string& error() const { return error_; }
 

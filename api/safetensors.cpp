@@ -98,7 +98,7 @@ std::string offsets_str(const Entry& e) {
 
 }  // namespace
 
-SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body) {
+SafetensorsFile parse_safetensors(const std::shared_ptr<const std::string>& body) {
   TENSORD_ASSERT(body != nullptr);
   const std::string& b = *body;
   if (b.size() < 8) fail("body of " + std::to_string(b.size()) + " bytes is shorter than the 8-byte header length");

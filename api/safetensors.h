@@ -40,7 +40,7 @@ struct SafetensorsFile {
 // `body` alive, so one small tensor kept long-term pins the whole body:
 // clone_host() what you store); an unaligned one is copied to fresh host
 // memory.
-SafetensorsFile parse_safetensors(std::shared_ptr<const std::string> body);
+SafetensorsFile parse_safetensors(const std::shared_ptr<const std::string>& body);
 
 // Encodes host tensors. The header lists "__metadata__" (when not empty)
 // then the tensors in the given order, padded with spaces to a multiple of 8

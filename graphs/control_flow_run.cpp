@@ -125,6 +125,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf, const std::vector<Tenso
   const OpContext ctx = opts.ctx.for_host();  // slices and stacks in host memory; bodies place their own nodes
   const int64_t n = cf.length;
   std::vector<Tensor> rows;
+  rows.reserve(ops.size());
   for (const auto& x : ops) rows.push_back(to_rows(ctx, x, cf.dim, cf.reverse));
   size_t level = 0;
   for (int64_t d = 1; d < n; d *= 2, ++level) {
@@ -133,6 +134,7 @@ std::vector<Tensor> parallel_scan(const ControlFlow& cf, const std::vector<Tenso
     });
     const int64_t m = n - d;
     std::vector<Tensor> args;
+    args.reserve(2 * rows.size());
     for (const auto& r : rows) args.push_back(row_view(r, 0, m));
     for (const auto& r : rows) args.push_back(row_view(r, d, m));
     std::vector<Tensor> out = run_body(*levels[level], args);
@@ -238,12 +240,14 @@ std::vector<Tensor> run_control_flow(const BoundNode& b, const std::vector<Tenso
       if (cf.batching) cf.batching->sequential_runs.fetch_add(1, std::memory_order_relaxed);
       const CompiledProgram& fn = *cf.bodies.at("combine_fn");
       std::vector<Tensor> res;
+      res.reserve(ops.size());
       for (const auto& x : ops) res.push_back(ctx.empty(x.dtype(), x.shape()));
       std::vector<Tensor> acc;
       for (int64_t step = 0; step < cf.length; ++step) {
         check_iteration(opts, w, step, node);
         const int64_t i = cf.reverse ? cf.length - 1 - step : step;
         std::vector<Tensor> xi;
+        xi.reserve(ops.size());
         for (const auto& x : ops) xi.push_back(slice_at(ctx, x, cf.dim, i));
         if (step == 0) {
           acc = std::move(xi);

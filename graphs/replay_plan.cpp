@@ -271,7 +271,7 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
     return execute_program(*cp_, inputs, opts);
   }
   load_inputs(inputs);
-  PendingStore pending(opts.stored_read, [this](Tensor t) { return is_static(t) ? copy_out(t) : t; });
+  PendingStore pending(opts.stored_read, [this](const Tensor& t) { return is_static(t) ? copy_out(t) : t; });
   run_code(opts, pending);
   const CompiledProgram& cp = *cp_;
   ExecResult res;

@@ -20,11 +20,13 @@ ThreadStreamBinding::~ThreadStreamBinding() {
   if (b_) b_->unbind_thread_stream();
 }
 
-void Backend::set_partitions(const std::vector<PartitionRequest>&) {}
+void Backend::set_partitions(const std::vector<PartitionSpec>&) {}
 Stream Backend::create_partition_stream(Device d, int) {
   return create_stream(d);
 }
 
+// By value, as the overrides take the function over (this default has none to take).
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 void Backend::launch_host_func(Stream, std::function<void()>) {
   unsupported(*this, "host functions on streams");
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/partition_spec.h"
 #include "ops/device.h"
 #include "streams/stream_graph.h"
 #include "streams/stream.h"
@@ -25,13 +26,6 @@ struct DeviceInfo {
   std::string name;
   int64_t total_memory = 0;  // bytes
   int compute_units = 0;     // cores or SMs
-};
-
-// A scheduler partition as the backend sees it (API.md 9).
-struct PartitionRequest {
-  std::string name;
-  double share = 1.0;       // fraction of the device
-  int workqueue_limit = 2;  // most jobs running at once
 };
 
 // A conditional node being captured (backend.h begin_conditional): IF has
@@ -112,7 +106,7 @@ class Backend {
   // partition stream exists (CUDA: a green context per partition, sized by
   // share, with the workqueue limit where the toolkit has it). The default
   // does nothing: CPU partitions are core sets the scheduler pins.
-  virtual void set_partitions(const std::vector<PartitionRequest>& partitions);
+  virtual void set_partitions(const std::vector<PartitionSpec>& partitions);
   // A stream that runs in partition `partition` (index into the last
   // set_partitions); the default is create_stream.
   virtual Stream create_partition_stream(Device d, int partition);

@@ -24,8 +24,8 @@ bool valid_name(const std::string& s) {
 ServerConfig default_config(int workqueue_limit) {
   ServerConfig c;
   c.anonymous = true;
-  c.partitions.push_back(PartitionConfig{"default", 1.0, workqueue_limit});
-  TenantConfig t;
+  c.partitions.push_back(PartitionSpec{"default", 1.0, workqueue_limit});
+  TenantSpec t;
   t.name = "default";
   t.partition = "default";
   t.max_queued = 1024;

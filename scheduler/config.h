@@ -7,28 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/scheduling_spec.h"
+
 namespace tensord {
 
-struct PartitionConfig {
-  std::string name;
-  double share = 1.0;       // fraction of the device (SMs on CUDA, cores on CPU)
-  int workqueue_limit = 2;  // most jobs running at once
-};
-
-struct TenantConfig {
-  std::string name;
-  std::string token_sha256;  // lower-case hex; empty only for the anonymous tenant
-  std::string partition;
-  double weight = 1.0;
-  int64_t memory_bytes = INT64_MAX;
-  int max_queued = 64;
-  int max_running = 4;
-  bool admin = false;
-};
-
 struct ServerConfig {
-  std::vector<PartitionConfig> partitions;
-  std::vector<TenantConfig> tenants;
+  std::vector<PartitionSpec> partitions;
+  std::vector<TenantSpec> tenants;
   // True without --config: one anonymous tenant "default", no auth.
   bool anonymous = false;
 };

@@ -7,7 +7,7 @@
 namespace tensord {
 
 namespace {
-const PartitionConfig* find_partition(const ServerConfig& c, const std::string& name) {
+const PartitionSpec* find_partition(const ServerConfig& c, const std::string& name) {
   for (const auto& p : c.partitions) {
     if (p.name == name) return &p;
   }
@@ -29,8 +29,8 @@ ReloadPlan plan_reload(const ServerConfig& running, const ServerConfig& next,
   plan.effective.anonymous = false;
   // The layout stays; only workqueue limits follow the file.
   for (const auto& p : running.partitions) {
-    PartitionConfig eff = p;
-    if (const PartitionConfig* n = find_partition(next, p.name)) {
+    PartitionSpec eff = p;
+    if (const PartitionSpec* n = find_partition(next, p.name)) {
       eff.workqueue_limit = n->workqueue_limit;
       if (n->share != p.share) {
         plan.notes.push_back("partition '" + p.name + "': share " + fmt_share(n->share) + " not applied, keeping " +
@@ -48,7 +48,7 @@ ReloadPlan plan_reload(const ServerConfig& running, const ServerConfig& next,
     }
   }
   for (const auto& t : next.tenants) {
-    TenantConfig eff = t;
+    TenantSpec eff = t;
     auto known = known_partitions.find(t.name);
     if (known != known_partitions.end() && known->second != t.partition) {
       plan.notes.push_back("tenant '" + t.name + "': stays on partition '" + known->second + "', not moved to '" +

@@ -43,35 +43,20 @@ struct Engine::Work {
   }
 };
 
-namespace {
-std::vector<PartitionSpec> partition_specs(const ServerConfig& c) {
-  std::vector<PartitionSpec> out;
-  for (const auto& p : c.partitions) out.push_back(PartitionSpec{p.name, p.share, p.workqueue_limit});
-  return out;
-}
-std::vector<TenantSpec> tenant_specs(const ServerConfig& c) {
-  std::vector<TenantSpec> out;
-  for (const auto& t : c.tenants) out.push_back(TenantSpec{t.name, t.partition, t.weight, t.max_queued, t.max_running});
-  return out;
-}
-}  // namespace
-
-Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts)
+Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, const EngineOptions& opts)
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc
   metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()), opts.metrics);
   EngineMetrics* m = metrics_.get();
   const Device dev = devices_.empty() ? Device{} : devices_[0].device;
-  std::vector<PartitionRequest> parts;
-  for (const auto& p : config_.partitions) parts.push_back({p.name, p.share, p.workqueue_limit});
-  backend_->set_partitions(parts);
+  backend_->set_partitions(config_.partitions);
   for (size_t i = 0; i < config_.partitions.size(); ++i) {
     const auto& p = config_.partitions[i];
     streams_[p.name] =
         std::make_unique<StreamPool>(*backend_, dev, std::max(1, p.workqueue_limit), static_cast<int>(i));
   }
-  scheduler_ = std::make_unique<JobScheduler>(partition_specs(config_), tenant_specs(config_), opts.clock, opts.cores,
+  scheduler_ = std::make_unique<JobScheduler>(config_.partitions, config_.tenants, opts.clock, opts.cores,
                                               [m](const JobEvent& e) { m->on_event(e); });
   for (const auto& p : config_.partitions) m->inflight(p.name, 0, p.workqueue_limit);
   for (const auto& t : config_.tenants) {
@@ -150,7 +135,7 @@ ServerConfig Engine::config() const {
 
 void Engine::reload(const ServerConfig& config) {
   validate_config(config);
-  scheduler_->reconfigure(partition_specs(config), tenant_specs(config));
+  scheduler_->reconfigure(config.partitions, config.tenants);
   {
     std::lock_guard<std::mutex> lk(config_mu_);
     config_ = config;

@@ -65,7 +65,7 @@ struct EngineOptions {
 
 class Engine {
  public:
-  Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, EngineOptions opts = {});
+  Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, const EngineOptions& opts = {});
   ~Engine();
 
   // Validates and plans now (throws tensord::Error, nothing queued), then

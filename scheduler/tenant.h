@@ -17,7 +17,7 @@ namespace tensord {
 
 struct Tenant {
   explicit Tenant(std::string n, int64_t memory_limit = INT64_MAX) : Tenant(make_config(std::move(n), memory_limit)) {}
-  explicit Tenant(const TenantConfig& c)
+  explicit Tenant(const TenantSpec& c)
       : name(c.name),
         partition(c.partition),
         account(std::make_shared<MemoryAccount>(c.name, c.memory_bytes)),
@@ -32,7 +32,7 @@ struct Tenant {
   TensorStore store;
 
   // The tenant's current configuration (a copy).
-  TenantConfig config() const {
+  TenantSpec config() const {
     std::lock_guard<std::mutex> lk(mu_);
     return config_;
   }
@@ -43,7 +43,7 @@ struct Tenant {
   // A reload's new settings: token, weight, quotas, admin. The name and the
   // partition are kept (the caller checked they did not change); the memory
   // limit applies to the next charge (bytes already held are not freed).
-  void reconfigure(const TenantConfig& c) {
+  void reconfigure(const TenantSpec& c) {
     std::lock_guard<std::mutex> lk(mu_);
     config_ = c;
     config_.name = name;
@@ -52,8 +52,8 @@ struct Tenant {
   }
 
  private:
-  static TenantConfig make_config(std::string n, int64_t limit) {
-    TenantConfig c;
+  static TenantSpec make_config(std::string n, int64_t limit) {
+    TenantSpec c;
     c.name = std::move(n);
     c.partition = "default";
     c.memory_bytes = limit;
@@ -61,7 +61,7 @@ struct Tenant {
   }
 
   mutable std::mutex mu_;
-  TenantConfig config_;
+  TenantSpec config_;
 };
 
 }  // namespace tensord

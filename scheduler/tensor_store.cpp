@@ -84,7 +84,7 @@ std::vector<StoredInfo> TensorStore::list(const std::string& prefix) const {
 void TensorStore::commit(std::vector<std::pair<std::string, Tensor>> writes, bool enforce_quota) {
   // Charge everything first; an exception drops the new tensors, which
   // releases whatever was charged, and leaves the map untouched.
-  for (auto& [name, t] : writes) t = owned(std::move(t), enforce_quota);
+  for (auto& w : writes) w.second = owned(std::move(w.second), enforce_quota);
   std::vector<Tensor> old;
   std::lock_guard<std::mutex> lk(mu_);
   if (!writes.empty()) ++version_;

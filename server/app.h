@@ -48,8 +48,8 @@ std::shared_ptr<Router> build_router(AppContext& app);
 
 // Registers a handler that may block (waits on a job, encodes a large
 // tensor): it runs on the handler pool, not on an io thread.
-inline void add_offloaded(Router& r, std::string method, std::string tmpl, Handler h) {
-  r.add(std::move(method), std::move(tmpl), std::move(h), Dispatch::kOffload);
+inline void add_offloaded(Router& r, std::string method, const std::string& tmpl, Handler h) {
+  r.add(std::move(method), tmpl, std::move(h), Dispatch::kOffload);
 }
 
 // Answers an asynchronous /v1/run or replay from its job's end (call it in

@@ -218,7 +218,7 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
-void HttpServer::set_lanes(std::map<std::string, Lane> lanes,
+void HttpServer::set_lanes(const std::map<std::string, Lane>& lanes,
                            std::function<std::string(std::string_view authorization)> lane_of) {
   if (impl_->ran.load()) throw std::logic_error("HttpServer::set_lanes after run");
   for (auto& [name, lane] : lanes) {

@@ -103,7 +103,8 @@ class HttpServer {
     std::vector<int> cpus;
     int threads = 2;
   };
-  void set_lanes(std::map<std::string, Lane> lanes, std::function<std::string(std::string_view authorization)> lane_of);
+  void set_lanes(const std::map<std::string, Lane>& lanes,
+                 std::function<std::string(std::string_view authorization)> lane_of);
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

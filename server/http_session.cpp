@@ -294,7 +294,7 @@ void HttpSession::handle_request() {
   send(std::move(out), req.method == "HEAD", keep_alive);
 }
 
-void HttpSession::watch_disconnect(std::shared_ptr<std::atomic<bool>> gone) {
+void HttpSession::watch_disconnect(const std::shared_ptr<std::atomic<bool>>& gone) {
   // A pipelined next request already buffered: the client is still there.
   if (buffer_.size() > 0) return;
   watching_ = true;

@@ -58,7 +58,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   friend class AsyncSessionReply;
   std::weak_ptr<AsyncSessionReply> pending_reply_;  // the async request awaiting its answer
   // While an offloaded handler runs: notice the client closing the connection.
-  void watch_disconnect(std::shared_ptr<std::atomic<bool>> gone);
+  void watch_disconnect(const std::shared_ptr<std::atomic<bool>>& gone);
   void stop_watching();
   bool watching_ = false;
   bool watch_wanted_ = false;  // until the handler's reply: a spurious wake re-arms the watch

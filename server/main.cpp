@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
         lane.threads = std::clamp(2 * static_cast<int>(lane.cpus.size()), 2, 16);
         lanes.emplace(p.name, std::move(lane));
       }
-      server.set_lanes(std::move(lanes), [&tenants](std::string_view authorization) {
+      server.set_lanes(lanes, [&tenants](std::string_view authorization) {
         const Tenant* t = tenant_of(authorization, tenants);
         return t ? t->partition : std::string();
       });

@@ -17,6 +17,8 @@
 
 namespace tensord {
 
+// Beast's Body concept names value_type and writer.
+// NOLINTBEGIN(readability-identifier-naming)
 struct PartsBody {
   struct value_type {
     std::string head;
@@ -58,5 +60,6 @@ struct PartsBody {
     bool done_ = false;
   };
 };
+// NOLINTEND(readability-identifier-naming)
 
 }  // namespace tensord

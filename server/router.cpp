@@ -24,14 +24,15 @@ std::string printable(const std::string& s, size_t max = 200) {
 
 }  // namespace
 
-void Router::add(std::string method, std::string route_template, Handler h, Dispatch d) {
+void Router::add(std::string method, const std::string& route_template, Handler h, Dispatch d) {
   Route r;
   r.handler = std::move(h);
   r.dispatch = d;
   insert(std::move(r), std::move(method), route_template);
 }
 
-void Router::add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes) {
+void Router::add_async(std::string method, const std::string& route_template, AsyncHandler h,
+                       size_t inline_body_bytes) {
   Route r;
   r.async = std::move(h);
   r.dispatch = Dispatch::kAsync;

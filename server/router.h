@@ -54,10 +54,10 @@ enum class Dispatch { kInline, kOffload, kAsync };
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
-  void add(std::string method, std::string route_template, Handler h, Dispatch d = Dispatch::kInline);
+  void add(std::string method, const std::string& route_template, Handler h, Dispatch d = Dispatch::kInline);
   // `inline_body_bytes`: a body up to this size starts the handler on the
   // io thread (parsing it is quick); a larger one on the handler pool.
-  void add_async(std::string method, std::string route_template, AsyncHandler h, size_t inline_body_bytes);
+  void add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes);
 
   // How the route matching (method, path) runs (kInline when none
   // matches); its template and, for kAsync, its inline body limit when asked.

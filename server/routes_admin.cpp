@@ -12,7 +12,7 @@ void add_admin_routes(Router& r, AppContext& app) {
     require_admin(authenticate(req, *app.tenants));
     std::vector<TenantUsage> usage;
     for (const Tenant* t : app.tenants->all()) {
-      const TenantConfig tc = t->config();  // one consistent snapshot (a reload may change it)
+      const TenantSpec tc = t->config();  // one consistent snapshot (a reload may change it)
       TenantUsage u;
       u.name = t->name;
       u.partition = t->partition;

@@ -104,7 +104,7 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
   constexpr size_t kReplayInlineBody = 32 << 10;
   r.add_async(
       "POST", "/v1/graphs/{id}/replay",
-      [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+      [&app, store](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
         auto g = find_graph(*store, req, tenant);
         JobSpec spec = parse_replay_request(req);

@@ -105,7 +105,7 @@ void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
   constexpr size_t kInferInlineBody = 32 << 10;
   r.add_async(
       "POST", prefix + "/infer",
-      [&app, store](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+      [&app, store](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
         auto g = find_model(*store, req, tenant);
         const std::string& encoding = req.header("content-encoding");

@@ -60,6 +60,7 @@ void add_observability_routes(Router& r, AppContext& app) {
       return json_response(200, dist::flight_recorder_json(ranks.recorder(r - ranks.offset())->dump()));
     }
     std::vector<dist::FlightRecorderDump> dumps;
+    dumps.reserve(static_cast<size_t>(ranks.size()));
     for (int r = 0; r < ranks.size(); ++r) dumps.push_back(ranks.recorder(r)->dump());
     return json_response(200, dist::flight_recorder_ranks_json(dumps));
   });

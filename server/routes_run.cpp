@@ -106,7 +106,7 @@ void add_run_routes(Router& r, AppContext& app) {
   constexpr size_t kRunInlineBody = 8 << 10;
   r.add_async(
       "POST", "/v1/run",
-      [&app](HttpRequest& req, std::shared_ptr<AsyncReply> reply) {
+      [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
         const bool st = wants_safetensors(req), b64 = b64_requested(req);
         std::shared_ptr<Job> job = app.engine->run_async(tenant, parse_job_request(req),

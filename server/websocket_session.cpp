@@ -151,7 +151,7 @@ void WebSocketSession::on_write(beast::error_code ec, std::size_t) {
   if (closing_ && !closed_) do_close();
 }
 
-void WebSocketSession::close_after_writes(websocket::close_code code, std::string reason) {
+void WebSocketSession::close_after_writes(websocket::close_code code, const std::string& reason) {
   if (closing_) return;
   closing_ = true;
   want_metrics_ = false;

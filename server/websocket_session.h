@@ -50,7 +50,7 @@ class WebSocketSession : public std::enable_shared_from_this<WebSocketSession> {
   void do_write();
   void on_write(beast::error_code ec, std::size_t bytes);
   // Sends the queued messages, then a close frame (1008 + reason).
-  void close_after_writes(websocket::close_code code, std::string reason);
+  void close_after_writes(websocket::close_code code, const std::string& reason);
   void do_close();
 
   websocket::stream<beast::tcp_stream> ws_;

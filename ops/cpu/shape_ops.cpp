@@ -166,6 +166,7 @@ CatPlan cat_plan(const std::vector<TensorMeta>& in, const std::vector<Shape>& sh
 
 std::vector<Shape> meta_shapes(const std::vector<TensorMeta>& in) {
   std::vector<Shape> s;
+  s.reserve(in.size());
   for (const auto& m : in) s.push_back(m.shape);
   return s;
 }
@@ -181,6 +182,7 @@ std::vector<Shape> stack_shapes(const std::vector<TensorMeta>& in, int64_t dim) 
   }
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(in[0].shape.size()) + 1, "stack");
   std::vector<Shape> s;
+  s.reserve(in.size());
   for (const auto& m : in) {
     Shape u = m.shape;
     u.insert(u.begin() + d, 1);
@@ -191,6 +193,7 @@ std::vector<Shape> stack_shapes(const std::vector<TensorMeta>& in, int64_t dim) 
 
 std::vector<TensorMeta> metas_of(const std::vector<Tensor>& ts) {
   std::vector<TensorMeta> m;
+  m.reserve(ts.size());
   for (const auto& t : ts) m.push_back(t.meta());
   return m;
 }

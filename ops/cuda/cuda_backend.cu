@@ -293,15 +293,13 @@ class CudaBackend final : public Backend {
   // A green context per partition on device 0 (the scheduler's device).
   // Without driver support for them the partitions share the whole device
   // (said once on stderr); a split the device cannot give is an error.
-  void set_partitions(const std::vector<PartitionRequest>& parts) override {
+  void set_partitions(const std::vector<PartitionSpec>& parts) override {
     if (parts.size() <= 1 || !cuda::green_contexts_supported()) {
       if (parts.size() > 1) std::fprintf(stderr, "tensord: no CUDA green contexts; partitions share the device\n");
       return;
     }
-    std::vector<cuda::GreenPartitionRequest> reqs;
-    for (const auto& p : parts) reqs.push_back({p.name, p.share, p.workqueue_limit});
     std::lock_guard<std::mutex> lk(mu_);
-    green_ = std::make_unique<cuda::GreenContexts>(0, reqs);
+    green_ = std::make_unique<cuda::GreenContexts>(0, parts);
   }
   Stream create_partition_stream(Device d, int partition) override {
     if (!green_ || d.index != green_->device() || partition < 0 || static_cast<size_t>(partition) >= green_->size()) {

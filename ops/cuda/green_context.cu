@@ -101,7 +101,7 @@ struct GreenContexts::Impl {
   std::vector<CUgreenCtx> contexts;
 };
 
-GreenContexts::GreenContexts(int device, const std::vector<GreenPartitionRequest>& partitions)
+GreenContexts::GreenContexts(int device, const std::vector<PartitionSpec>& partitions)
     : device_(device), impl_(std::make_unique<Impl>()) {
   if (!green_contexts_supported()) {
     throw Error(ErrorCode::kUnsupported, "backend cuda does not support green contexts (no driver or CUDA < 12.4)");

@@ -21,13 +21,9 @@
 #include <string>
 #include <vector>
 
-namespace tensord::cuda {
+#include "ops/partition_spec.h"
 
-struct GreenPartitionRequest {
-  std::string name;
-  double share = 1.0;       // fraction of the device's SMs
-  int workqueue_limit = 0;  // most concurrent stream-ordered workloads; 0: driver default
-};
+namespace tensord::cuda {
 
 struct GreenPartition {
   std::string name;
@@ -53,7 +49,10 @@ class GreenContexts {
   // Throws Error(kUnsupported) without green-context support, Error(kInvalidArgument)
   // when the SMs cannot be split as asked, Error(kInternal) on a driver error
   // (every driver call is checked).
-  GreenContexts(int device, const std::vector<GreenPartitionRequest>& partitions);
+  // Per partition: `share` of the device's SMs, and `workqueue_limit` the
+  // most concurrent stream-ordered workloads (0 or less: the driver's
+  // default).
+  GreenContexts(int device, const std::vector<PartitionSpec>& partitions);
   ~GreenContexts();
   GreenContexts(const GreenContexts&) = delete;
   GreenContexts& operator=(const GreenContexts&) = delete;

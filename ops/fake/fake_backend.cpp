@@ -9,6 +9,7 @@ namespace tensord {
 
 std::vector<DeviceInfo> FakeBackend::devices() const {
   std::vector<DeviceInfo> out;
+  out.reserve(static_cast<size_t>(num_devices_));
   for (int i = 0; i < num_devices_; ++i) {
     out.push_back(DeviceInfo{Device{DeviceType::kFake, static_cast<int16_t>(i)}, "fake", capacity_, 1});
   }

@@ -87,7 +87,7 @@ TEST_F(GreenContextDevice, TwoPartitionsGetTheirShareOfSms) {
 
 TEST_F(GreenContextDevice, OverAskingIsRefused) {
   // More partitions than the SMs can hold at the minimum size each.
-  std::vector<GreenPartitionRequest> many(1000, GreenPartitionRequest{"p", 0.001, 1});
+  std::vector<PartitionSpec> many(1000, PartitionSpec{"p", 0.001, 1});
   EXPECT_THROW(GreenContexts(0, many), Error);
 }
 

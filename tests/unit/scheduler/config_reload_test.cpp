@@ -26,8 +26,8 @@ std::string tok(char c) {
   return std::string(64, c);
 }
 
-TenantConfig tenant_cfg(const std::string& name, const std::string& partition, char token, int max_queued = 8) {
-  TenantConfig t;
+TenantSpec tenant_cfg(const std::string& name, const std::string& partition, char token, int max_queued = 8) {
+  TenantSpec t;
   t.name = name;
   t.partition = partition;
   t.token_sha256 = tok(token);

@@ -404,7 +404,7 @@ TEST(EngineStreams, OneStreamPerRunnerOfEachPartition) {
   auto fake = std::make_unique<FakeBackend>();
   FakeBackend* f = fake.get();
   ServerConfig c = config_with(3);
-  PartitionConfig second = c.partitions[0];
+  PartitionSpec second = c.partitions[0];
   second.name = "second";
   second.share = 0.25;
   second.workqueue_limit = 2;

@@ -58,6 +58,7 @@ void Work::mark_started() {
 void Work::finish(std::vector<Tensor> outputs) {
   if (recorder_) {
     std::vector<Shape> shapes;
+    shapes.reserve(outputs.size());
     for (const auto& t : outputs) shapes.push_back(t.shape());
     recorder_->completed(record_id_, &shapes);
   }

@@ -48,10 +48,20 @@ uint32_t sextet(std::string_view text, size_t pos) {
 
 }  // namespace
 
-std::string base64_encode(const void* data, size_t n) {
+size_t base64_encoded_size(size_t n) {
+  return (n + 2) / 3 * 4;
+}
+
+void base64_encode_into(const void* data, size_t n, char* out) {
   const auto* p = static_cast<const unsigned char*>(data);
-  std::string out((n + 2) / 3 * 4, '=');
   size_t o = 0, i = 0;
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) {
+    i = base64_encode_groups_avx2(p, n, out);
+    o = i / 3 * 4;
+  }
+#endif
   for (; i + 3 <= n; i += 3) {
     uint32_t v = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
     out[o++] = kAlphabet[(v >> 18) & 63];
@@ -64,8 +74,14 @@ std::string base64_encode(const void* data, size_t n) {
     if (rest == 2) v |= uint32_t{p[i + 1]} << 8;
     out[o++] = kAlphabet[(v >> 18) & 63];
     out[o++] = kAlphabet[(v >> 12) & 63];
-    if (rest == 2) out[o++] = kAlphabet[(v >> 6) & 63];
+    out[o++] = rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    out[o++] = '=';
   }
+}
+
+std::string base64_encode(const void* data, size_t n) {
+  std::string out(base64_encoded_size(n), '\0');
+  base64_encode_into(data, n, out.data());
   return out;
 }
 

@@ -12,6 +12,10 @@
 
 namespace tensord {
 
+// Characters n bytes encode to (padding included).
+size_t base64_encoded_size(size_t n);
+// Writes base64_encoded_size(n) characters to `out` (no terminator).
+void base64_encode_into(const void* data, size_t n, char* out);
 std::string base64_encode(const void* data, size_t n);
 inline std::string base64_encode(std::string_view bytes) {
   return base64_encode(bytes.data(), bytes.size());

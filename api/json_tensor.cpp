@@ -6,12 +6,15 @@
 #include <complex>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <type_traits>
 
 #include "api/base64.h"
 #include "api/json_parse.h"
+#include "api/json_writer.h"
 #include "api/mx_wire.h"
+#include "ops/cpu/huge_pages.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
 #include "ops/kernels/scalar_traits.h"
@@ -482,6 +485,31 @@ void tensor_data_to_json(const Tensor& t, Writer& w) {
   w.EndArray();
 }
 
+// The writer's output stream (RapidJSON keeps it protected): a b64 text is
+// encoded straight into it instead of into a string the writer would then
+// scan for escapes and copy.
+template <class Writer>
+auto& output_stream(Writer& w) {
+  struct Peek : Writer {
+    static auto* of(Writer& w) { return w.*(&Peek::os_); }
+  };
+  return *Peek::of(w);
+}
+
+// `n` bytes as a JSON string of their base64 (no character needs escaping).
+template <class Writer>
+void write_b64_string(Writer& w, const void* data, size_t n) {
+  static const char kQuote = '"';
+  w.RawValue(&kQuote, 1, rapidjson::kStringType);  // the separator and the opening quote
+  auto& os = output_stream(w);
+  const size_t len = base64_encoded_size(n);
+  os.Reserve(len + 1 + 256);  // room for the closing text without regrowing
+  char* p = os.Push(len + 1);
+  advise_huge_pages(p, len);  // not yet touched: faults in 2 MiB at a time
+  base64_encode_into(data, n, p);
+  p[len] = '"';
+}
+
 template <class Writer>
 void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
   TENSORD_ASSERT(t.defined() && t.device().type == DeviceType::kCPU);
@@ -512,8 +540,7 @@ void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
   w.EndArray();
   if (use_b64) {
     w.Key("b64");
-    std::string text = base64_encode(t.data(), t.nbytes());
-    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+    write_b64_string(w, t.data(), t.nbytes());
   } else {
     w.Key("data");
     tensor_data_to_json(t, w);
@@ -525,6 +552,13 @@ void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
   w.StartObject();
   tensor_fields_to_json(t, w, use_b64);
   w.EndObject();
+}
+
+BodyView tensor_to_json_body(const Tensor& t, bool use_b64) {
+  auto sb = std::make_shared<rapidjson::StringBuffer>();
+  JsonWriter w(*sb);
+  tensor_to_json(t, w, use_b64);
+  return json_body(std::move(sb));
 }
 
 std::string tensor_to_json_string(const Tensor& t, bool use_b64) {

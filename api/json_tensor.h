@@ -36,6 +36,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "api/http_types.h"
 #include "ops/tensor.h"
 
 namespace tensord {
@@ -65,6 +66,8 @@ Tensor tensor_from_json_data(const rapidjson::Value& data, DType dtype, const Sh
 template <class Writer>
 void tensor_to_json(const Tensor& t, Writer& w, bool use_b64);
 std::string tensor_to_json_string(const Tensor& t, bool use_b64 = false);
+// The same text as a response body that leaves from the writer's buffer.
+BodyView tensor_to_json_body(const Tensor& t, bool use_b64);
 // Its fields alone (dtype, shape, data or b64), inside an object the
 // caller opened (to add fields of its own, as "replicated").
 template <class Writer>

@@ -3,11 +3,15 @@
 // types the encoders hold.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include "api/http_types.h"
 
 namespace tensord {
 
@@ -27,6 +31,15 @@ inline void write_string(JsonWriter& w, std::string_view s) {
 // What the writer wrote.
 inline std::string json_text(const rapidjson::StringBuffer& sb) {
   return std::string(sb.GetString(), sb.GetSize());
+}
+
+// The writer's buffer as a response body (HttpResponse::views): a large
+// text (a tensor's b64) leaves from the buffer it was written into, not
+// from a copy of it in a string.
+inline BodyView json_body(std::shared_ptr<rapidjson::StringBuffer> sb) {
+  BodyView v{sb->GetString(), sb->GetSize(), nullptr};
+  v.owner = std::move(sb);
+  return v;
 }
 
 }  // namespace tensord

@@ -1,7 +1,10 @@
 #include "api/program_json.h"
 
+#include <memory>
+
 #include "api/json_parse.h"
 #include "api/json_tensor.h"
+#include "api/json_writer.h"
 #include "api/sha256.h"
 #include "metrics/utf8.h"
 #include "ops/error.h"
@@ -395,14 +398,26 @@ void write_outputs(JsonWriter& w, const JobResult& r, bool tensors_inline, bool 
 }
 }  // namespace
 
-std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64) {
-  rapidjson::StringBuffer sb;
+namespace {
+void write_job_result(rapidjson::StringBuffer& sb, const JobResult& r, bool tensors_inline, bool use_b64) {
   JsonWriter w(sb);
   w.StartObject();
   write_outputs(w, r, tensors_inline, use_b64);
   write_job(w, r);
   w.EndObject();
+}
+}  // namespace
+
+std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64) {
+  rapidjson::StringBuffer sb;
+  write_job_result(sb, r, tensors_inline, use_b64);
   return std::string(sb.GetString(), sb.GetSize());
+}
+
+BodyView job_result_to_json_body(const JobResult& r, bool use_b64) {
+  auto sb = std::make_shared<rapidjson::StringBuffer>();
+  write_job_result(*sb, r, true, use_b64);
+  return json_body(std::move(sb));
 }
 
 std::string job_accepted_to_json(const std::string& id) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "api/error_reply.h"
+#include "ops/cpu/huge_pages.h"
 #include "ops/error.h"
 #include "server/async_session_reply.h"
 #include "server/http_metrics.h"
@@ -181,6 +182,15 @@ void HttpSession::do_read_body() {
   // syscall (a 256 MiB PUT took 3.7 s against 0.17 s on the wire).
   const auto& len = parser_->content_length();
   if (len && *len > kBodyBufferBytes && buffer_.capacity() < kBodyBufferBytes) buffer_.reserve(kBodyBufferBytes);
+  // A large body's string is reserved here, before Beast's body reader
+  // would (its reserve is then a no-op), so its pages can be advised huge
+  // before the first byte lands: one fault per 2 MiB instead of per 4 KiB
+  // (a 256 MiB PUT: 0.34-0.41 s -> 0.12-0.16 s, bench/README.md datapath).
+  auto& body = parser_->get().body();
+  if (len && *len >= kHugePageAdviseBytes && *len <= state_->options.max_body_bytes && body.capacity() < *len) {
+    body.reserve(static_cast<size_t>(*len));
+    advise_huge_pages(body.data(), body.capacity());
+  }
   // header_timeout is the inactivity limit while the body streams in, so a
   // large upload on a slow link is fine and a stalled one is not. Re-armed
   // at most every kTimerRearm (a timerfd syscall per piece cost 19%).

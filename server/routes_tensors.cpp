@@ -66,7 +66,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
     if (wants_safetensors(req)) return safetensors_response({{req.params.at("name"), t}}, {});
     HttpResponse resp;
-    resp.body = tensor_to_json_string(t, use_b64(req));
+    resp.views.push_back(tensor_to_json_body(t, use_b64(req)));
     return resp;
   });
 

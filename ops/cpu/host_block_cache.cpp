@@ -2,12 +2,16 @@
 
 #include <cstdlib>
 
+#include "ops/cpu/huge_pages.h"
+
 namespace tensord {
 
 namespace {
 void* raw_alloc(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
-  return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  advise_huge_pages(p, rounded);  // first touch faults 2 MiB at a time (ops/cpu/huge_pages.h)
+  return p;
 }
 }  // namespace
 

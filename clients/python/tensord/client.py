@@ -13,7 +13,7 @@ API.md 12 lists them; splitting the class would scatter that contract.)
 
 from __future__ import annotations
 
-import base64
+import binascii
 import http.client
 import json
 import math
@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Opt
 import numpy as np
 import requests
 
+from . import _jsonbody
 from . import _torch
 from . import mx as _mx
 from . import safetensors as st
@@ -58,14 +59,20 @@ Ranks = Union[int, Sequence[int]]
 def to_json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
     """Encode a tensor as an API.md 3.1 JSON tensor (``b64`` or flat ``data``);
     an MxTensor in API.md 7's JSON form."""
+    return _jsonbody.plain(_json_tensor(value, dtype, b64))
+
+
+def _json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
+    """to_json_tensor with the base64 text left as the encoder's bytes (the
+    request bodies' form: tensord._jsonbody)."""
     if isinstance(value, _mx.MxTensor):
         d: Dict[str, Any] = value.metadata()
-        d["elements"] = to_json_tensor(value.elements, b64=b64)
-        d["scale"] = to_json_tensor((value.scale, "float8_e8m0fnu"), b64=b64)
+        d["elements"] = _json_tensor(value.elements, b64=b64)
+        d["scale"] = _json_tensor((value.scale, "float8_e8m0fnu"), b64=b64)
         return d
     name, shape, mv = st.tensor_buffer(value, dtype)
     if b64:
-        return {"dtype": name, "shape": shape, "b64": base64.b64encode(mv).decode("ascii")}
+        return {"dtype": name, "shape": shape, "b64": _jsonbody.RawB64(mv)}
     arr = st.from_bytes(mv, name, shape, copy=False)
     if isinstance(arr, TensorData):
         flat = arr.to_float32().reshape(-1).astype(np.float64)
@@ -114,7 +121,8 @@ def from_json_tensor(obj: Mapping[str, Any]) -> Any:
     name = dtype_name(obj["dtype"])
     shape = [int(s) for s in obj.get("shape", [])]
     if "b64" in obj:
-        return st.from_bytes(bytearray(base64.b64decode(obj["b64"])), name, shape, copy=False)
+        # binascii straight from the str: base64.b64decode copies it to bytes first
+        return st.from_bytes(bytearray(binascii.a2b_base64(obj["b64"])), name, shape, copy=False)
     data = obj.get("data")
     storage = st.DTYPES[name][1]
     if name in ("complex64", "complex128"):
@@ -245,11 +253,19 @@ class _Body:
         return iter(self.parts)
 
 
-def _safetensors_body(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None) -> Any:
-    parts, total = st.encode_parts(tensors, metadata)
+def _parts_body(parts: Sequence[Any], total: int) -> Any:
     if total <= _JOIN_BELOW or len(parts) == 1:
         return b"".join(parts)
     return _Body(parts, total)
+
+
+def _safetensors_body(tensors: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None) -> Any:
+    return _parts_body(*st.encode_parts(tensors, metadata))
+
+
+def _json_body(doc: Any) -> Any:
+    """A JSON request body; tensors' base64 bytes are sent as they are."""
+    return _parts_body(*_jsonbody.dumps_parts(doc))
 
 
 def _read_body(resp: requests.Response) -> Any:
@@ -457,8 +473,8 @@ class Client:
             resp = self._request("PUT", self._tensor_url(name), data=_safetensors_body({name: st.host_value(array, dtype)}),
                                  headers={"Content-Type": SAFETENSORS})
         else:
-            body = json.dumps(to_json_tensor(array, dtype))
-            resp = self._request("PUT", self._tensor_url(name), data=body, headers={"Content-Type": JSON})
+            resp = self._request("PUT", self._tensor_url(name), data=_json_body(_json_tensor(array, dtype)),
+                                 headers={"Content-Type": JSON})
         return resp.status_code == 201
 
     def upload(self, tensors: Mapping[str, Any]) -> Any:
@@ -515,10 +531,10 @@ class Client:
                 req = dict(req, inputs=spread)
             body = _safetensors_body(plain, metadata={"request": json.dumps(req)})
             return body, {"Content-Type": SAFETENSORS, "Accept": SAFETENSORS}
-        enc: Dict[str, Any] = {k: to_json_tensor(v) for k, v in plain.items()}
+        enc: Dict[str, Any] = {k: _json_tensor(v) for k, v in plain.items()}
         enc.update(spread)
         req = dict(req, inputs={k: enc[k] for k in inputs})  # the caller's order
-        return json.dumps(req), {"Content-Type": JSON, "Accept": JSON}
+        return _json_body(req), {"Content-Type": JSON, "Accept": JSON}
 
     def _job_body(self, program: Any, inputs: Optional[Mapping[str, Any]], fields: Dict[str, Any]
                   ) -> Tuple[Any, Dict[str, str]]:

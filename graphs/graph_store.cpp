@@ -29,11 +29,10 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
 }
 
 std::shared_ptr<CapturedGraph> GraphStore::capture_spmd(const std::string& tenant,
-                                                        const std::shared_ptr<MemoryAccount>& account,
-                                                        Backend* backend, Device device,
-                                                        const CompileMembersFn& compile, const BindScope& scope,
-                                                        const std::vector<int>& ranks, const std::string& group,
-                                                        const std::string& name) {
+                                                        const std::shared_ptr<MemoryAccount>& account, Backend* backend,
+                                                        Device device, const CompileMembersFn& compile,
+                                                        const BindScope& scope, const std::vector<int>& ranks,
+                                                        const std::string& group, const std::string& name) {
   TENSORD_CHECK(!ranks.empty(), kInvalidArgument, "an SPMD graph needs a group");
   return capture_members(tenant, account, backend, device, compile, scope, {}, name, ranks, group);
 }
@@ -126,7 +125,9 @@ std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& te
       sg->group = group;
       for (auto& cp : programs) {
         auto own = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
-        auto bind = [&] { sg->members.push_back(bind_member(std::move(cp), std::move(own), account, backend, device)); };
+        auto bind = [&] {
+          sg->members.push_back(bind_member(std::move(cp), std::move(own), account, backend, device));
+        };
         if (scope) {
           scope(bind);
         } else {

@@ -148,10 +148,9 @@ class GraphStore {
   // Both captures: one member (`ranks` empty) or one per rank.
   std::shared_ptr<CapturedGraph> capture_members(const std::string& tenant,
                                                  const std::shared_ptr<MemoryAccount>& account, Backend* backend,
-                                                 Device device, const CompileMembersFn& compile,
-                                                 const BindScope& scope, const std::string& pool_of,
-                                                 const std::string& name, const std::vector<int>& ranks,
-                                                 const std::string& group);
+                                                 Device device, const CompileMembersFn& compile, const BindScope& scope,
+                                                 const std::string& pool_of, const std::string& name,
+                                                 const std::vector<int>& ranks, const std::string& group);
 
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<CapturedGraph>> graphs_;

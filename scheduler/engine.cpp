@@ -485,8 +485,9 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
                                           std::shared_ptr<GraphPool> pool, JobSpec spec,
                                           std::function<void(Job&)> done) {
   if (spec.spmd) {
-    throw Error(ErrorCode::kBadRequest, "\"ranks\", per_rank or shard inputs in a replay of a graph captured without \"ranks\" "
-                                            "(capture it with \"ranks\": API.md 8)");
+    throw Error(ErrorCode::kBadRequest,
+                "\"ranks\", per_rank or shard inputs in a replay of a graph captured without \"ranks\" "
+                "(capture it with \"ranks\": API.md 8)");
   }
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
@@ -503,8 +504,8 @@ std::shared_ptr<Job> Engine::replay_spmd_async(Tenant& tenant, std::shared_ptr<c
   w->tenant = &tenant;
   std::vector<std::shared_ptr<const CompiledProgram>> programs;
   for (const GraphMember& m : graph->members) programs.push_back(m.program);
-  auto plan = std::make_shared<SpmdPlan>(plan_spmd_replay(spec, graph->ranks, graph->group, std::move(programs),
-                                                          ranks_->world()));
+  auto plan = std::make_shared<SpmdPlan>(
+      plan_spmd_replay(spec, graph->ranks, graph->group, std::move(programs), ranks_->world()));
   for (size_t i = 0; i < plan->inputs.size(); ++i) {
     try {
       graph->members[i].plan->check_inputs(plan->inputs[i]);  // 409 before anything is queued

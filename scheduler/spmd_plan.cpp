@@ -226,8 +226,7 @@ void in_spmd_infer_scope(const SpmdPlan& p, const std::function<void()>& f) {
 }
 
 void compile_spmd_declared(SpmdPlan& p, const Program& program, const std::map<std::string, TensorMeta>& same,
-                           const std::map<std::string, std::vector<TensorMeta>>& per_rank,
-                           const StoredLookup& stored) {
+                           const std::map<std::string, std::vector<TensorMeta>>& per_rank, const StoredLookup& stored) {
   const size_t n = p.ranks.size();
   std::vector<std::map<std::string, TensorMeta>> metas(n, same);
   for (const auto& [name, each] : per_rank) {
@@ -263,6 +262,7 @@ SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
 SpmdPlan plan_spmd_replay(const JobSpec& spec, const std::vector<int>& ranks, const std::string& group,
                           std::vector<std::shared_ptr<const CompiledProgram>> programs, int world) {
   const SpmdRequest* s = spec.spmd ? &*spec.spmd : nullptr;
+  if (s && !s->part_key.empty()) bad("request.spmd_part: a graph replay runs on this server's ranks only");
   if (s && (s->count > 0 || !s->ranks.empty()) && spmd_group(*s, world) != ranks) {
     bad("request.ranks: the graph was captured for group " + group + "; a replay runs on that group only");
   }

@@ -19,8 +19,8 @@
 namespace tensord {
 
 struct SpmdPlan {
-  std::vector<int> ranks;                             // the group's ranks, in its order
-  std::string group;                                  // "world", "ranks:1,3"
+  std::vector<int> ranks;  // the group's ranks, in its order
+  std::string group;       // "world", "ranks:1,3"
   // Per member; shared with a captured SPMD graph's replay plans.
   std::vector<std::shared_ptr<const CompiledProgram>> programs;
   std::vector<std::map<std::string, Tensor>> inputs;  // per member
@@ -59,8 +59,7 @@ void compile_spmd(SpmdPlan& p, const Program& program, const std::vector<std::ma
 // `per_rank` one meta per member (bad_request naming the input for another
 // count). p.ranks set.
 void compile_spmd_declared(SpmdPlan& p, const Program& program, const std::map<std::string, TensorMeta>& same,
-                           const std::map<std::string, std::vector<TensorMeta>>& per_rank,
-                           const StoredLookup& stored);
+                           const std::map<std::string, std::vector<TensorMeta>>& per_rank, const StoredLookup& stored);
 // Runs `f` (a member's replay plan being bound, which infers its nodes'
 // results again) with the dist.* ops' inference seeing p's group and extents.
 void in_spmd_infer_scope(const SpmdPlan& p, const std::function<void()>& f);

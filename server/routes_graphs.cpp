@@ -1,5 +1,6 @@
 // Graphs: capture once, replay many (API.md 4.3).
-//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?, ranks?} -> 201 {id, name, ...}
+//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?, ranks?} -> 201 {id, name,
+//   ...}
 //          With "ranks" (API.md 8): a member per rank of the group (every one local), each
 //          compiled over its own input shapes ({"per_rank": [{dtype, shape}, ...]} where they differ).
 //   POST   /v1/graphs/{id}/replay  {inputs, store?, return?} -> as /v1/run (JSON or safetensors)
@@ -62,8 +63,8 @@ std::shared_ptr<CapturedGraph> capture_spmd_graph(AppContext& app, GraphStore& s
     return p.programs;
   };
   auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
-  return store.capture_spmd(tenant.name, tenant.account, &app.engine->backend(), dev, compile, scope, p.ranks,
-                            p.group, cr.name);
+  return store.capture_spmd(tenant.name, tenant.account, &app.engine->backend(), dev, compile, scope, p.ranks, p.group,
+                            cr.name);
 }
 
 JobSpec parse_replay_request(HttpRequest& req) {

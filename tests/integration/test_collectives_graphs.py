@@ -375,6 +375,8 @@ def test_malformed_replays(servers):
         r = replay(s.url, gid, inputs)
         assert r.status_code == status, (inputs, r.text)
         assert frag in r.json()["error"]["message"], r.text
+    r = replay(s.url, gid, {"x": x, "p": p}, spmd_part={"members": [1], "key": "k"})
+    assert r.status_code == 400 and "spmd_part" in r.json()["error"]["message"], r.text
     r = replay(s.url, gid, {"x": x, "p": p}, store={"y": "gs/y"})
     assert r.status_code == 200, r.text  # a replicated output may be stored
     r = replay(s.url, gid, {"x": {"per_rank": [x, enc(np.zeros(2, np.float32))]}, "p": p}, store={"y": "gs/y2"})
@@ -390,3 +392,30 @@ def test_malformed_replays(servers):
     assert r.status_code == 400 and "not a program output" in r.json()["error"]["message"], r.text
     after = recorder(s.url)  # two collectives for each replay that ran, none for a refused one
     assert [len(after[k]["entries"]) for k in after] == [len(before[k]["entries"]) + 6 for k in before]
+
+
+def test_concurrent_replays_and_spmd_runs_keep_the_ranks_in_step(servers):
+    """Replays of one SPMD graph (its gate: one at a time) interleaved with
+    SPMD runs (one SPMD job at a time): every answer right, every rank's
+    seqs the same."""
+    from concurrent.futures import ThreadPoolExecutor
+    R = 3
+    s = servers[R]
+    program = {"nodes": [node("a", "dist.all_reduce", ["x"], "y"), node("g", "dist.all_gather", ["y"], "z")],
+               "outputs": ["z"]}
+    gid = capture(s.url, program, {"x": X2}, R).json()["id"]
+    before = recorder(s.url)
+
+    def one(k):
+        xs = [np.full(2, k + r, np.float32) for r in range(R)]
+        inputs = {"x": {"per_rank": [enc(x) for x in xs]}}
+        r = replay(s.url, gid, inputs) if k % 2 else run(s.url, program, inputs, R)
+        return values(ok(r)["z"]), np.tile(sum(xs), R)
+
+    with ThreadPoolExecutor(6) as pool:
+        for got, want in pool.map(one, range(12)):
+            np.testing.assert_array_equal(got, [want])
+    per_rank = new_seqs(before, recorder(s.url), R)
+    assert all(sq == per_rank[0] for sq in per_rank) and len(per_rank[0]) == 24
+    ids = [seq for seq, _ in per_rank[0]]
+    assert ids == list(range(ids[0], ids[0] + 24))

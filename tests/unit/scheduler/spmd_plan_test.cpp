@@ -117,7 +117,8 @@ TEST(SpmdPlan, MalformedGroupsAndStoresOfPerRankValues) {
 TEST(SpmdPlan, DeclaredMembersOfAGraph) {
   dist::link_dist_ops();
   Program p;
-  p.nodes = {node("g", "dist.all_gather", {ref("x")}, {"g"}), node("b", "dist.broadcast", {ref("w")}, {"b"}, {{"src", lit(Attr(int64_t{1}))}})};
+  p.nodes = {node("g", "dist.all_gather", {ref("x")}, {"g"}),
+             node("b", "dist.broadcast", {ref("w")}, {"b"}, {{"src", lit(Attr(int64_t{1}))}})};
   p.outputs = {"g", "b"};
   SpmdPlan plan;
   plan.ranks = {0, 1};
@@ -140,11 +141,12 @@ TEST(SpmdPlan, DeclaredMembersOfAGraph) {
                                            {"w", Tensor::empty_host(DType::kFloat32, {2})}};
   EXPECT_ANY_THROW(ReplayPlan(plan.programs[0], buffers, pool, nullptr, Device{}));
   std::unique_ptr<ReplayPlan> bound;
-  in_spmd_infer_scope(plan, [&] { bound = std::make_unique<ReplayPlan>(plan.programs[0], buffers, pool, nullptr,
-                                                                        Device{}); });
+  in_spmd_infer_scope(
+      plan, [&] { bound = std::make_unique<ReplayPlan>(plan.programs[0], buffers, pool, nullptr, Device{}); });
   EXPECT_EQ(bound->instructions(), 2u);
 
-  const std::map<std::string, std::vector<TensorMeta>> three = {{"x", {parts.at("x")[0], parts.at("x")[1], parts.at("x")[1]}}};
+  const std::map<std::string, std::vector<TensorMeta>> three = {
+      {"x", {parts.at("x")[0], parts.at("x")[1], parts.at("x")[1]}}};
   EXPECT_EQ(code_of([&] { compile_spmd_declared(plan, p, same, three, nullptr); }), ErrorCode::kBadRequest);
   const std::map<std::string, std::vector<TensorMeta>> dtypes = {
       {"x", {TensorMeta{DType::kFloat32, {3}}, TensorMeta{DType::kFloat64, {2}}}}};

@@ -1,11 +1,12 @@
 // Graphs: capture once, replay many (API.md 4.3).
-//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?, ranks?} -> 201 {id, name,
-//   ...}
+//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?, ranks?}
+//                                   -> 201 {id, name, ...}
 //          With "ranks" (API.md 8): a member per rank of the group (every one local), each
 //          compiled over its own input shapes ({"per_rank": [{dtype, shape}, ...]} where they differ).
 //   POST   /v1/graphs/{id}/replay  {inputs, store?, return?} -> as /v1/run (JSON or safetensors)
-//   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool, ranks?, group?}; ?format=dot:
-//   Graphviz DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
+//   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool, ranks?, group?};
+//                                   ?format=dot: Graphviz
+//   DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
 // Another tenant's graph is 404, exactly as an unknown one.
 #include <mutex>
 

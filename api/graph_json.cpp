@@ -37,6 +37,18 @@ TensorMeta spec_from_json(const rapidjson::Value& v, const std::string& where) {
   return m;
 }
 
+// {"per_rank": [{dtype, shape}, ...]}: one per rank of the group.
+std::vector<TensorMeta> per_rank_specs_from_json(const rapidjson::Value& v, const std::string& where) {
+  if (v.MemberCount() != 1) bad(where + ": a per_rank declaration has no other field");
+  const rapidjson::Value& list = v["per_rank"];
+  if (!list.IsArray() || list.Empty()) bad(where + ".per_rank must be a non-empty list of {dtype, shape}");
+  std::vector<TensorMeta> out;
+  for (const auto& e : list.GetArray()) {
+    out.push_back(spec_from_json(e, where + ".per_rank[" + std::to_string(out.size()) + "]"));
+  }
+  return out;
+}
+
 std::string graph_name_from_json(const rapidjson::Value& v) {
   if (!v.IsString()) bad("request.name must be a string of [A-Za-z0-9_.-]");
   std::string name(v.GetString(), v.GetStringLength());
@@ -72,7 +84,11 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
       have_inputs = true;
       for (auto in = v.MemberBegin(); in != v.MemberEnd(); ++in) {
         std::string name(in->name.GetString(), in->name.GetStringLength());
-        r.inputs[name] = spec_from_json(in->value, "inputs." + name);
+        if (in->value.IsObject() && in->value.HasMember("per_rank")) {
+          r.per_rank[name] = per_rank_specs_from_json(in->value, "inputs." + name);
+        } else {
+          r.inputs[name] = spec_from_json(in->value, "inputs." + name);
+        }
       }
     } else if (key == "pool") {
       if (v.IsNull()) continue;
@@ -81,10 +97,18 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
     } else if (key == "name") {
       if (v.IsNull()) continue;
       r.name = graph_name_from_json(v);
+    } else if (key == "ranks") {
+      JobSpec ranks;  // the same "ranks" as /v1/run's
+      apply_request_field(ranks, key, v);
+      r.spmd = std::move(ranks.spmd);
     } else if (key != "program") {
       unknown_request_field(key);
     }
   }
+  if (!r.per_rank.empty() && !r.spmd) {
+    bad("inputs." + r.per_rank.begin()->first + ": a per_rank declaration needs \"ranks\" (API.md 8)");
+  }
+  if (r.spmd && !r.pool.empty()) bad("request.pool: a graph captured with ranks has pools of its own");
   if (!have_inputs) {
     for (const auto& in : r.program.inputs) {
       if (in.any_shape) bad("program.inputs." + in.name + ": a graph's inputs need their shapes");
@@ -128,6 +152,14 @@ std::string graph_info_to_json(const GraphInfo& info) {
   w.Bool(info.is_capturing);
   w.Key("pool");
   w.String(info.pool.c_str(), static_cast<rapidjson::SizeType>(info.pool.size()));
+  if (!info.ranks.empty()) {
+    w.Key("ranks");
+    w.StartArray();
+    for (int r : info.ranks) w.Int(r);
+    w.EndArray();
+    w.Key("group");
+    w.String(info.group.c_str(), static_cast<rapidjson::SizeType>(info.group.size()));
+  }
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
 }

@@ -20,11 +20,60 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
                                                    const std::shared_ptr<MemoryAccount>& account, Backend* backend,
                                                    Device device, const CompileFn& compile, const std::string& pool_of,
                                                    const std::string& name) {
+  auto one = [&compile] {
+    std::vector<std::shared_ptr<const CompiledProgram>> v;
+    v.push_back(std::make_shared<const CompiledProgram>(compile()));
+    return v;
+  };
+  return capture_members(tenant, account, backend, device, one, nullptr, pool_of, name, {}, {});
+}
+
+std::shared_ptr<CapturedGraph> GraphStore::capture_spmd(const std::string& tenant,
+                                                        const std::shared_ptr<MemoryAccount>& account, Backend* backend,
+                                                        Device device, const CompileMembersFn& compile,
+                                                        const BindScope& scope, const std::vector<int>& ranks,
+                                                        const std::string& group, const std::string& name) {
+  TENSORD_CHECK(!ranks.empty(), kInvalidArgument, "an SPMD graph needs a group");
+  return capture_members(tenant, account, backend, device, compile, scope, {}, name, ranks, group);
+}
+
+namespace {
+
+// A program bound to static input buffers (allocated on `backend`, charged
+// to `account`) and to chunks of `pool`, with its replay plan.
+GraphMember bind_member(std::shared_ptr<const CompiledProgram> cp, std::shared_ptr<GraphPool> pool,
+                        const std::shared_ptr<MemoryAccount>& account, Backend* backend, Device device) {
+  GraphMember m;
+  for (const auto& [input, vid] : cp->inputs) {
+    const TensorMeta& meta = cp->values[static_cast<size_t>(vid)].meta;
+    Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, meta, account)
+                                                            : Tensor::empty_host(meta);
+    m.buffer_bytes += static_cast<int64_t>(t.nbytes());
+    m.buffers.emplace(input, std::move(t));
+  }
+  m.program = std::move(cp);
+  m.plan = std::make_shared<ReplayPlan>(m.program, m.buffers, *pool, backend, device);
+  m.pool = std::move(pool);
+  return m;
+}
+
+}  // namespace
+
+std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& tenant,
+                                                           const std::shared_ptr<MemoryAccount>& account,
+                                                           Backend* backend, Device device,
+                                                           const CompileMembersFn& compile, const BindScope& scope,
+                                                           const std::string& pool_of, const std::string& name,
+                                                           const std::vector<int>& ranks, const std::string& group) {
   std::shared_ptr<GraphPool> pool;
   std::string pool_id;
   if (!pool_of.empty()) {
     auto other = find(tenant, pool_of);
     if (!other) throw Error(ErrorCode::kNotFound, "pool: graph '" + pool_of + "' not found");
+    if (other->spmd) {
+      throw Error(ErrorCode::kBadRequest,
+                  "pool: graph '" + pool_of + "' was captured with ranks; its ranks' pools are its own");
+    }
     pool = other->pool;
     pool_id = other->pool_id;
   }
@@ -40,6 +89,8 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     info.name = name;
     info.is_capturing = true;
     info.pool = pool_id.empty() ? id : pool_id;
+    info.ranks = ranks;
+    info.group = group;
   }
   // Whatever throws below (bad program, quota_exceeded, unsupported) frees
   // the reservation; the buffers and pool chunks go with g.
@@ -49,27 +100,48 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     if (!name.empty()) names_.erase({tenant, name});
   };
   try {
-    CompiledProgram cp = compile();
+    std::vector<std::shared_ptr<const CompiledProgram>> programs = compile();
+    TENSORD_CHECK(!programs.empty() && (ranks.empty() ? programs.size() == 1 : programs.size() == ranks.size()),
+                  kInternal, "a capture compiled " + std::to_string(programs.size()) + " programs");
     {
       std::lock_guard<std::mutex> lk(mu_);
-      capturing_[{tenant, id}].nodes = static_cast<int64_t>(cp.nodes.size());
+      capturing_[{tenant, id}].nodes = static_cast<int64_t>(programs[0]->nodes.size());
     }
-    if (!pool) {
-      const bool host = !backend || device.type != DeviceType::kCPU;
-      pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
-    }
+    const bool host = !backend || device.type != DeviceType::kCPU;
     auto g = std::make_shared<CapturedGraph>();
     g->tenant = tenant;
-    for (const auto& [input, vid] : cp.inputs) {
-      const TensorMeta& m = cp.values[static_cast<size_t>(vid)].meta;
-      Tensor t = (backend && device.type == DeviceType::kCPU) ? Tensor::empty(backend, device, m, account)
-                                                              : Tensor::empty_host(m);
-      g->buffer_bytes += static_cast<int64_t>(t.nbytes());
-      g->buffers.emplace(input, std::move(t));
+    if (ranks.empty()) {
+      if (!pool) pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
+      GraphMember m = bind_member(std::move(programs[0]), std::move(pool), account, backend, device);
+      g->buffer_bytes = m.buffer_bytes;
+      g->buffers = std::move(m.buffers);
+      g->program = std::move(m.program);
+      g->plan = std::move(m.plan);
+      g->pool = std::move(m.pool);
+    } else {
+      // The ranks run at once: a pool each.
+      auto sg = std::make_shared<SpmdGraph>();
+      sg->ranks = ranks;
+      sg->group = group;
+      for (auto& cp : programs) {
+        auto own = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
+        auto bind = [&] {
+          sg->members.push_back(bind_member(std::move(cp), std::move(own), account, backend, device));
+        };
+        if (scope) {
+          scope(bind);
+        } else {
+          bind();
+        }
+      }
+      const GraphMember& first = sg->members[0];
+      g->buffer_bytes = first.buffer_bytes;
+      g->buffers = first.buffers;
+      g->program = first.program;
+      g->plan = first.plan;
+      g->pool = first.pool;
+      g->spmd = std::move(sg);
     }
-    g->program = std::make_shared<const CompiledProgram>(std::move(cp));
-    g->plan = std::make_shared<ReplayPlan>(g->program, g->buffers, *pool, backend, device);
-    g->pool = std::move(pool);
     g->id = id;
     g->pool_id = pool_id.empty() ? id : pool_id;
     g->name = name;
@@ -128,6 +200,10 @@ GraphInfo graph_info(const CapturedGraph& g) {
   info.bytes = g.bytes();
   info.replays = g.replays.load();
   info.pool = g.pool_id;
+  if (g.spmd) {
+    info.ranks = g.spmd->ranks;
+    info.group = g.spmd->group;
+  }
   return info;
 }
 

@@ -25,10 +25,37 @@
 
 namespace tensord {
 
+// One rank's part of a graph captured with "ranks" (API.md 8): its program
+// (compiled over that rank's input shapes), static input buffers, pool and
+// replay plan.
+struct GraphMember {
+  std::shared_ptr<const CompiledProgram> program;
+  std::map<std::string, Tensor> buffers;
+  std::shared_ptr<GraphPool> pool;
+  std::shared_ptr<ReplayPlan> plan;
+  int64_t buffer_bytes = 0;
+
+  int64_t bytes() const {
+    return buffer_bytes + pool->reserved() + plan->extra_bytes() +
+           (plan->device_graph() ? plan->device_graph()->bytes() : 0);
+  }
+};
+
+// A graph captured with "ranks": its group (global ranks, in its order;
+// every one this server's) and a member per rank of it. A replay runs every
+// member's plan on its rank, one SPMD job at a time (scheduler/rank_workers.h).
+struct SpmdGraph {
+  std::vector<int> ranks;
+  std::string group;  // "world", "ranks:1,3"
+  std::vector<GraphMember> members;
+};
+
 struct CapturedGraph {
   std::string id;
   std::string name;  // optional, unique per tenant (the KServe model name, API.md 11)
   std::string tenant;
+  // An SPMD graph's are its first member's (each member has its own pool:
+  // the ranks run at once).
   std::shared_ptr<const CompiledProgram> program;
   std::map<std::string, Tensor> buffers;  // static input buffers, by input name
   std::shared_ptr<GraphPool> pool;
@@ -36,11 +63,18 @@ struct CapturedGraph {
   std::string pool_id;               // the graph whose capture created the pool
   std::atomic<int64_t> replays{0};
   int64_t buffer_bytes = 0;
+  std::shared_ptr<const SpmdGraph> spmd;  // null: captured without "ranks"
 
   // Static input buffers plus the pool's chunks (shared with the graphs of
   // the same pool), plus what the plan holds of its own: its control-flow
-  // nodes' subprogram plans, or a device graph's buffers.
+  // nodes' subprogram plans, or a device graph's buffers. An SPMD graph's:
+  // the sum over its members.
   int64_t bytes() const {
+    if (spmd) {
+      int64_t b = 0;
+      for (const GraphMember& m : spmd->members) b += m.bytes();
+      return b;
+    }
     if (!plan) return buffer_bytes + pool->reserved();
     return buffer_bytes + pool->reserved() + plan->extra_bytes() +
            (plan->device_graph() ? plan->device_graph()->bytes() : 0);
@@ -57,11 +91,18 @@ struct GraphInfo {
   int64_t replays = 0;
   bool is_capturing = false;
   std::string pool;
+  std::vector<int> ranks;  // an SPMD graph's group; empty otherwise
+  std::string group;
 };
 
 class GraphStore {
  public:
   using CompileFn = std::function<CompiledProgram()>;
+  // An SPMD graph's members' programs, in its group's order.
+  using CompileMembersFn = std::function<std::vector<std::shared_ptr<const CompiledProgram>>()>;
+  // Runs a member's binding (which infers its nodes' results again) in the
+  // context its program was compiled in (the dist.* ops' group).
+  using BindScope = std::function<void(const std::function<void()>& bind)>;
 
   // Reserves the graph's id (and its non-empty `name`) and runs `compile`
   // (validation, binding, shape inference, the memory plan); then allocates
@@ -79,6 +120,14 @@ class GraphStore {
   std::shared_ptr<CapturedGraph> capture(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
                                          Backend* backend, Device device, CompiledProgram cp,
                                          const std::string& pool_of = {}, const std::string& name = {});
+  // A graph captured with "ranks" (API.md 8): `compile` gives a program per
+  // member of the group `ranks` (named `group`), each bound to static input
+  // buffers and a pool of its own. No `pool_of`: its members' pools are
+  // private to it. Each member is bound inside `scope`.
+  std::shared_ptr<CapturedGraph> capture_spmd(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
+                                              Backend* backend, Device device, const CompileMembersFn& compile,
+                                              const BindScope& scope, const std::vector<int>& ranks,
+                                              const std::string& group, const std::string& name = {});
   // Throws conflict when one of the tenant's graphs holds `name` (a check
   // before the costly capture).
   void check_name_free(const std::string& tenant, const std::string& name) const;
@@ -96,6 +145,13 @@ class GraphStore {
   size_t size() const;
 
  private:
+  // Both captures: one member (`ranks` empty) or one per rank.
+  std::shared_ptr<CapturedGraph> capture_members(const std::string& tenant,
+                                                 const std::shared_ptr<MemoryAccount>& account, Backend* backend,
+                                                 Device device, const CompileMembersFn& compile, const BindScope& scope,
+                                                 const std::string& pool_of, const std::string& name,
+                                                 const std::vector<int>& ranks, const std::string& group);
+
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<CapturedGraph>> graphs_;
   std::map<std::pair<std::string, std::string>, std::string> names_;    // (tenant, name) -> id

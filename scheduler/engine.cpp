@@ -9,6 +9,7 @@
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
 #include "graphs/graph_pool.h"
+#include "graphs/graph_store.h"
 #include "graphs/replay_plan.h"
 #include "metrics/log.h"
 #include "ops/error.h"
@@ -34,11 +35,12 @@ struct Engine::Work {
   std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
   std::shared_ptr<GraphPool> pool;                   // the plan's pool: its run mutex is held while it runs
   std::shared_ptr<const SpmdPlan> spmd;              // an SPMD job's ranks and their programs (instead of cp)
+  std::shared_ptr<const SpmdGraph> spmd_graph;       // an SPMD graph's replay: its members' plans run
   std::atomic<bool> admitted{false};                 // holds the pool's gate (replay_async)
   Clock::time_point deadline = Clock::time_point::max();
   std::vector<std::string> returns;
   const CompiledProgram& program() const {
-    if (spmd) return spmd->programs[0];
+    if (spmd) return *spmd->programs[0];
     return shared_cp ? *shared_cp : cp;
   }
 };
@@ -292,13 +294,23 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       std::vector<ExecResult> members;  // an SPMD job's, in its group's order
       std::vector<size_t> shown;        // its members whose values this server answers with
       if (w.spmd) {
-        const SpmdRequest& sr = *w.spec.spmd;
+        static const SpmdRequest kGraphReplay;  // a replay of an SPMD graph may say no "ranks"
+        const SpmdRequest& sr = w.spec.spmd ? *w.spec.spmd : kGraphReplay;
         SpmdRun run;
         run.plan = w.spmd.get();
         run.spec = &w.spec;
         run.peers = peers_;
         run.part = sr.part_members;
         run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
+        if (w.spmd_graph) {
+          // Each member's replay plan on its rank (its own pool: the ranks
+          // run at once; the first member's gate admits one replay).
+          run.run_member = [&w](size_t i, const ExecOptions& o) {
+            const GraphMember& m = w.spmd_graph->members[i];
+            std::lock_guard<std::mutex> lk(m.pool->run_mutex());
+            return m.plan->run(w.spmd->inputs[i], o);
+          };
+        }
         std::vector<bool> ran;
         try {
           members = run_spmd(run, *ranks_, eo, job.cancel_flag(), ran);
@@ -397,6 +409,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   w.shared_cp.reset();
   w.plan.reset();
   w.spmd.reset();
+  w.spmd_graph.reset();
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
   metrics_->ops_ran(ops);
   metrics_->tenant_busy(job.tenant(), job.partition(), running_->remove(job, RunningJobs::Clock::now()));
@@ -472,7 +485,9 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
                                           std::shared_ptr<GraphPool> pool, JobSpec spec,
                                           std::function<void(Job&)> done) {
   if (spec.spmd) {
-    throw Error(ErrorCode::kBadRequest, "\"ranks\" in a graph replay: SPMD graphs are not captured yet (API.md 8)");
+    throw Error(ErrorCode::kBadRequest,
+                "\"ranks\", per_rank or shard inputs in a replay of a graph captured without \"ranks\" "
+                "(capture it with \"ranks\": API.md 8)");
   }
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
@@ -480,6 +495,35 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
   w->plan = std::move(plan);
   w->pool = std::move(pool);
   w->spec = std::move(spec);
+  return admit_replay(tenant, w, std::move(done));
+}
+
+std::shared_ptr<Job> Engine::replay_spmd_async(Tenant& tenant, std::shared_ptr<const SpmdGraph> graph, JobSpec spec,
+                                               std::function<void(Job&)> done) {
+  auto w = std::make_shared<Work>();
+  w->tenant = &tenant;
+  std::vector<std::shared_ptr<const CompiledProgram>> programs;
+  for (const GraphMember& m : graph->members) programs.push_back(m.program);
+  auto plan = std::make_shared<SpmdPlan>(
+      plan_spmd_replay(spec, graph->ranks, graph->group, std::move(programs), ranks_->world()));
+  for (size_t i = 0; i < plan->inputs.size(); ++i) {
+    try {
+      graph->members[i].plan->check_inputs(plan->inputs[i]);  // 409 before anything is queued
+    } catch (const Error& e) {
+      throw Error(e.code(), "rank " + std::to_string(graph->ranks[i]) + ": " + e.message(), e.node());
+    }
+  }
+  w->spmd = std::move(plan);
+  w->pool = graph->members[0].pool;
+  w->spmd_graph = std::move(graph);
+  spec.inputs.clear();  // split into the plan's
+  if (spec.spmd) spec.spmd->inputs.clear();
+  w->spec = std::move(spec);
+  return admit_replay(tenant, w, std::move(done));
+}
+
+std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<Work>& w,
+                                          std::function<void(Job&)> done) {
   prepare(tenant, w);  // validation errors throw here, before the gate
   std::shared_ptr<Job> job = w->job;
   Job* j = job.get();

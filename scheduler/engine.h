@@ -41,6 +41,7 @@ class RunningJobs;
 class RankWorkers;
 class CollectiveMetrics;
 class SpmdPeers;
+struct SpmdGraph;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -89,6 +90,14 @@ class Engine {
   // once (nothing queued, `done` not called) only when admitted at once.
   std::shared_ptr<Job> replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan, std::shared_ptr<GraphPool> pool,
                                     JobSpec spec, std::function<void(Job&)> done);
+  // A replay of a graph captured with "ranks" (API.md 8): the request's
+  // inputs (replicated, per_rank, shard) split over the graph's group and
+  // checked against each member's captured shapes (409 naming the rank),
+  // then each member's replay plan runs on its rank as an SPMD job does
+  // (one SPMD job at a time; the first member's pool gate admits one replay
+  // of the graph at a time).
+  std::shared_ptr<Job> replay_spmd_async(Tenant& tenant, std::shared_ptr<const SpmdGraph> graph, JobSpec spec,
+                                         std::function<void(Job&)> done);
   // A job that ended: its result, with its queue and run times, moved out;
   // or its error thrown.
   static JobResult result_of(Job& job);
@@ -141,6 +150,8 @@ class Engine {
   void prepare(Tenant& tenant, const std::shared_ptr<Work>& w);
   // Queues a prepared job; throws (queue_full, unavailable) with nothing queued.
   std::shared_ptr<Job> submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w);
+  // A replay's prepare, then its pool's gate (replay_async).
+  std::shared_ptr<Job> admit_replay(Tenant& tenant, const std::shared_ptr<Work>& w, std::function<void(Job&)> done);
   void record_end(const Job& job);
 
   std::unique_ptr<Backend> backend_;

@@ -16,7 +16,9 @@ namespace {
   throw Error(ErrorCode::kBadRequest, m);
 }
 
-std::vector<int> group_ranks(const SpmdRequest& s, int world) {
+}  // namespace
+
+std::vector<int> spmd_group(const SpmdRequest& s, int world) {
   std::vector<int> ranks;
   if (s.count > 0) {
     if (s.count != world) {
@@ -36,6 +38,8 @@ std::vector<int> group_ranks(const SpmdRequest& s, int world) {
   }
   return s.ranks;
 }
+
+namespace {
 
 // torch.tensor_split(t, n, dim): the first (len % n) parts one longer.
 std::vector<Tensor> split(const std::string& name, const Tensor& t, int64_t dim, size_t n) {
@@ -83,7 +87,7 @@ const TensorMeta& operand_meta(const CompiledProgram& cp, const BoundNode& b) {
 // Ranks must agree at each collective before any enters it: equal metas
 // (all_gather: equal but along its dim).
 void check_collectives(const SpmdPlan& p) {
-  const CompiledProgram& first = p.programs[0];
+  const CompiledProgram& first = *p.programs[0];
   for (size_t k = 0; k < first.nodes.size(); ++k) {
     const BoundNode& b = first.nodes[k];
     if (!b.op || !dist::is_collective_op(b.op->name) || b.tensor_params.empty() || b.tensor_params[0].empty()) continue;
@@ -94,7 +98,7 @@ void check_collectives(const SpmdPlan& p) {
       if (gather_dim < 0) gather_dim += m0.dim();
     }
     for (size_t i = 1; i < p.programs.size(); ++i) {
-      const TensorMeta& mi = operand_meta(p.programs[i], p.programs[i].nodes[k]);
+      const TensorMeta& mi = operand_meta(*p.programs[i], p.programs[i]->nodes[k]);
       const std::string where = b.op->name + ": rank " + std::to_string(p.ranks[i]) + " has " + mi.str() +
                                 " where rank " + std::to_string(p.ranks[0]) + " has " + m0.str();
       if (mi.dtype != m0.dtype) throw Error(ErrorCode::kDtypeMismatch, where, b.id);
@@ -116,12 +120,12 @@ bool seeded(const BoundNode& b) {
 // and constants; the results of all_reduce, all_gather and broadcast; and
 // of any other node whose operands all are (random ops only with a seed).
 // A control-flow node counts as any other node.
-std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest& s) {
+std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest* s) {
   std::set<int> rep;
   for (size_t v = 0; v < cp.values.size(); ++v) {
     const ValueInfo& vi = cp.values[v];
     if (vi.source == ValueInfo::Source::kStored || vi.source == ValueInfo::Source::kConstant ||
-        (vi.source == ValueInfo::Source::kInput && !s.inputs.count(vi.name))) {
+        (vi.source == ValueInfo::Source::kInput && !(s && s->inputs.count(vi.name)))) {
       rep.insert(static_cast<int>(v));
     }
   }
@@ -144,7 +148,7 @@ std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest& s)
 }
 
 void check_stored_writes(const SpmdPlan& p, const JobSpec& spec) {
-  const CompiledProgram& cp = p.programs[0];
+  const CompiledProgram& cp = *p.programs[0];
   for (const BoundNode& b : cp.nodes) {
     // In-place writes to stored tensors and the optimizers (which write
     // params and state through the job's StoredIO) commit rank 0's values:
@@ -163,7 +167,10 @@ void check_stored_writes(const SpmdPlan& p, const JobSpec& spec) {
     }
   }
   for (const auto& [output, stored] : spec.store) {
-    if (!p.is_replicated_output(output)) {
+    bool is_output = false;
+    for (const auto& [o, id] : cp.outputs) is_output = is_output || o == output;
+    // Not an output at all: the engine's 400 says so.
+    if (is_output && !p.is_replicated_output(output)) {
       throw Error(ErrorCode::kInvalidArgument, "store: output '" + output + "' differs across ranks; only a " +
                                                    "replicated value can become stored tensor '" + stored + "'");
     }
@@ -173,19 +180,15 @@ void check_stored_writes(const SpmdPlan& p, const JobSpec& spec) {
 }  // namespace
 
 bool SpmdPlan::is_replicated_output(const std::string& name) const {
-  for (const auto& [o, id] : programs[0].outputs) {
+  for (const auto& [o, id] : programs[0]->outputs) {
     if (o == name) return replicated.count(id) > 0;
   }
   return false;
 }
 
-SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
-  SpmdPlan p;
-  p.ranks = group_ranks(*spec.spmd, world);
-  p.group = dist::group_name(p.ranks, world);
-  const size_t n = p.ranks.size();
-  p.inputs = rank_inputs(spec, n);
-
+void compile_spmd(SpmdPlan& p, const Program& program, const std::vector<std::map<std::string, TensorMeta>>& metas,
+                  const StoredLookup& stored) {
+  const size_t n = metas.size();
   // Compile every rank; an all_gather's result extent depends on every
   // rank's operand, so compile again with the extents seen until they
   // settle (one more pass per chained gather of uneven parts).
@@ -197,11 +200,9 @@ SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
       dist::SpmdInferContext ic;
       ic.group_size = static_cast<int>(n);
       ic.gather_extents = extents;
-      std::map<std::string, TensorMeta> metas;
-      for (const auto& [name, t] : p.inputs[i]) metas[name] = t.meta();
       {
         dist::SpmdInferScope scope(ic);
-        p.programs.push_back(compile_program(spec.program, metas, stored));
+        p.programs.push_back(std::make_shared<const CompiledProgram>(compile_program(program, metas[i], stored)));
       }
       for (const auto& [node, e] : ic.seen_extents) {
         auto& v = seen[node];
@@ -212,8 +213,69 @@ SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
     if (seen == extents || pass == 16) break;
     extents = std::move(seen);
   }
+  p.gather_extents = std::move(extents);
   check_collectives(p);
-  p.replicated = replicated_values(p.programs[0], *spec.spmd);
+}
+
+void in_spmd_infer_scope(const SpmdPlan& p, const std::function<void()>& f) {
+  dist::SpmdInferContext ic;
+  ic.group_size = static_cast<int>(p.ranks.size());
+  ic.gather_extents = p.gather_extents;
+  dist::SpmdInferScope scope(ic);
+  f();
+}
+
+void compile_spmd_declared(SpmdPlan& p, const Program& program, const std::map<std::string, TensorMeta>& same,
+                           const std::map<std::string, std::vector<TensorMeta>>& per_rank, const StoredLookup& stored) {
+  const size_t n = p.ranks.size();
+  std::vector<std::map<std::string, TensorMeta>> metas(n, same);
+  for (const auto& [name, each] : per_rank) {
+    if (each.size() != n) {
+      bad("inputs." + name + ": " + std::to_string(each.size()) + " per_rank declarations for a group of " +
+          std::to_string(n) + " ranks");
+    }
+    for (size_t i = 0; i < n; ++i) metas[i][name] = each[i];
+  }
+  compile_spmd(p, program, metas, stored);
+}
+
+std::string spmd_group_name(const std::vector<int>& ranks, int world) {
+  return dist::group_name(ranks, world);
+}
+
+SpmdPlan plan_spmd(const JobSpec& spec, const StoredLookup& stored, int world) {
+  SpmdPlan p;
+  p.ranks = spmd_group(*spec.spmd, world);
+  p.group = dist::group_name(p.ranks, world);
+  const size_t n = p.ranks.size();
+  p.inputs = rank_inputs(spec, n);
+  std::vector<std::map<std::string, TensorMeta>> metas(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [name, t] : p.inputs[i]) metas[i][name] = t.meta();
+  }
+  compile_spmd(p, spec.program, metas, stored);
+  p.replicated = replicated_values(*p.programs[0], &*spec.spmd);
+  check_stored_writes(p, spec);
+  return p;
+}
+
+SpmdPlan plan_spmd_replay(const JobSpec& spec, const std::vector<int>& ranks, const std::string& group,
+                          std::vector<std::shared_ptr<const CompiledProgram>> programs, int world) {
+  const SpmdRequest* s = spec.spmd ? &*spec.spmd : nullptr;
+  if (s && !s->part_key.empty()) bad("request.spmd_part: a graph replay runs on this server's ranks only");
+  if (s && (s->count > 0 || !s->ranks.empty()) && spmd_group(*s, world) != ranks) {
+    bad("request.ranks: the graph was captured for group " + group + "; a replay runs on that group only");
+  }
+  SpmdPlan p;
+  p.ranks = ranks;
+  p.group = group;
+  p.programs = std::move(programs);
+  if (s) {
+    p.inputs = rank_inputs(spec, ranks.size());
+  } else {
+    p.inputs.assign(ranks.size(), spec.inputs);
+  }
+  p.replicated = replicated_values(*p.programs[0], s);
   check_stored_writes(p, spec);
   return p;
 }

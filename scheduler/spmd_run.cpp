@@ -35,7 +35,7 @@ void take_answer(const SpmdPlan& plan, const std::vector<size_t>& members,
                  std::vector<ExecResult>& results) {
   for (size_t j = 0; j < members.size(); ++j) {
     ExecResult& r = results[members[j]];
-    for (const auto& [name, id] : plan.programs[0].outputs) {
+    for (const auto& [name, id] : plan.programs[0]->outputs) {
       Tensor t;
       for (const auto& [o, ts] : outs) {
         if (o == name && !ts.empty()) t = ts.size() == 1 ? ts[0] : ts.at(j);
@@ -128,7 +128,7 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
     eo.cancelled = abort.get();
     if (reporter.empty() || i != reporter[0]) eo.on_node = nullptr;  // the group's work counted once
     try {
-      results[i] = execute_program(plan.programs[i], plan.inputs[i], eo);
+      results[i] = run.run_member ? run.run_member(i, eo) : execute_program(*plan.programs[i], plan.inputs[i], eo);
     } catch (...) {
       abort->store(true);
       throw;

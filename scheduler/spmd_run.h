@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct SpmdRun {
   // Members this server runs: the part a coordinator forwarded, or (empty)
   // every local member, the others going to their peers.
   std::vector<size_t> part;
+  // Runs local member i with its rank's options (a captured graph's replay
+  // plan); null: execute_program over the plan's program and inputs.
+  std::function<ExecResult(size_t i, const ExecOptions& opts)> run_member;
 };
 
 // `base`: the job's options (deadline, stored reads, on_node: reported for

@@ -22,7 +22,8 @@ void add_kserve_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSt
 // graph input (bad_request) and inputs of another shape or dtype than
 // captured (conflict) before anything is queued; counts the replay when it
 // succeeds, then calls `answer` with the ended job; a client that goes away
-// cancels the job.
+// cancels the job. A graph captured with ranks replays SPMD
+// (Engine::replay_spmd_async); one captured without refuses SPMD inputs.
 void start_graph_replay(AppContext& app, Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,
                         const std::shared_ptr<AsyncReply>& reply, std::function<void(Job&)> answer);
 

@@ -1,7 +1,11 @@
 // Graphs: capture once, replay many (API.md 4.3).
-//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?} -> 201 {id, name, ...}
+//   POST   /v1/graphs              {program, inputs: {name: {dtype, shape}}, pool?, name?, ranks?}
+//                                   -> 201 {id, name, ...}
+//          With "ranks" (API.md 8): a member per rank of the group (every one local), each
+//          compiled over its own input shapes ({"per_rank": [{dtype, shape}, ...]} where they differ).
 //   POST   /v1/graphs/{id}/replay  {inputs, store?, return?} -> as /v1/run (JSON or safetensors)
-//   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool}; ?format=dot: Graphviz
+//   GET    /v1/graphs/{id}         {id, nodes, bytes, replays, is_capturing, pool, ranks?, group?};
+//                                   ?format=dot: Graphviz
 //   DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
 // Another tenant's graph is 404, exactly as an unknown one.
 #include <mutex>
@@ -14,6 +18,8 @@
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/job_handle.h"
+#include "scheduler/rank_workers.h"
+#include "scheduler/spmd_plan.h"
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -33,6 +39,33 @@ std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpReq
   if (g) return g;
   throw_if_capturing(store, id, tenant);
   throw Error(ErrorCode::kNotFound, "graph '" + id + "' not found");
+}
+
+// A capture with "ranks" (API.md 8): the group's members compiled over
+// their input shapes as an SPMD job's are (every rank's program, the
+// extents of uneven all_gathers, 422 where ranks disagree at a collective).
+std::shared_ptr<CapturedGraph> capture_spmd_graph(AppContext& app, GraphStore& store, Tenant& tenant,
+                                                  const GraphCaptureRequest& cr, Device dev) {
+  RankWorkers& workers = app.engine->ranks();
+  SpmdPlan p;
+  p.ranks = spmd_group(*cr.spmd, workers.world());
+  for (int r : p.ranks) {
+    if (!workers.is_local(r)) {
+      throw Error(ErrorCode::kBadRequest, "graphs with ranks on other servers are not supported yet: rank " +
+                                              std::to_string(r) + " is not one of this server's (ranks " +
+                                              std::to_string(workers.offset()) + ".." +
+                                              std::to_string(workers.offset() + workers.size() - 1) + ")");
+    }
+  }
+  p.group = spmd_group_name(p.ranks, workers.world());
+  auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
+  auto compile = [&] {
+    compile_spmd_declared(p, cr.program, cr.inputs, cr.per_rank, stored_lookup);
+    return p.programs;
+  };
+  auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
+  return store.capture_spmd(tenant.name, tenant.account, &app.engine->backend(), dev, compile, scope, p.ranks, p.group,
+                            cr.name);
 }
 
 JobSpec parse_replay_request(HttpRequest& req) {
@@ -66,14 +99,24 @@ void start_graph_replay(AppContext& app, Tenant& tenant, const std::shared_ptr<C
       }
     }
   }
-  g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
-  std::shared_ptr<Job> job =
-      app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), [g, answer = std::move(answer)](Job& j) {
-        // Counted before the answer goes out: a client that
-        // reads the graph right after its reply sees this replay.
-        if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
-        answer(j);
-      });
+  auto on_end = [g, answer = std::move(answer)](Job& j) {
+    // Counted before the answer goes out: a client that
+    // reads the graph right after its reply sees this replay.
+    if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
+    answer(j);
+  };
+  std::shared_ptr<Job> job;
+  if (g->spmd) {
+    job = app.engine->replay_spmd_async(tenant, g->spmd, std::move(spec), std::move(on_end));
+  } else {
+    if (spec.spmd) {
+      throw Error(ErrorCode::kBadRequest, "graph '" + g->id +
+                                              "' was captured without \"ranks\": a replay of it takes no \"ranks\", "
+                                              "per_rank or shard inputs (API.md 8)");
+    }
+    g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
+    job = app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), std::move(on_end));
+  }
   std::weak_ptr<Job> weak = job;
   reply->on_client_gone([weak] {
     if (auto j = weak.lock()) j->cancel("the client closed the connection");
@@ -86,12 +129,17 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
     rapidjson::Document d = parse_json_object(req.body, "body");
     GraphCaptureRequest cr = graph_capture_from_json(d);
     auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-    // Validation, binding, shape inference and the memory plan: once, inside
-    // the capture (GET /v1/graphs/{id} shows is_capturing meanwhile).
-    auto compile = [&cr, &stored_lookup] { return compile_program(cr.program, cr.inputs, stored_lookup); };
     const auto& devs = app.engine->devices();
-    auto g = store->capture(tenant.name, tenant.account, &app.engine->backend(),
-                            devs.empty() ? Device{} : devs[0].device, compile, cr.pool, cr.name);
+    const Device dev = devs.empty() ? Device{} : devs[0].device;
+    std::shared_ptr<CapturedGraph> g;
+    if (cr.spmd) {
+      g = capture_spmd_graph(app, *store, tenant, cr, dev);
+    } else {
+      // Validation, binding, shape inference and the memory plan: once, inside
+      // the capture (GET /v1/graphs/{id} shows is_capturing meanwhile).
+      auto compile = [&cr, &stored_lookup] { return compile_program(cr.program, cr.inputs, stored_lookup); };
+      g = store->capture(tenant.name, tenant.account, &app.engine->backend(), dev, compile, cr.pool, cr.name);
+    }
     app.engine->record_tenant_memory(tenant);
     app.engine->record_graph_capture(tenant, +1);
     HttpResponse resp = json_response(201, graph_info_to_json(graph_info(*g)));

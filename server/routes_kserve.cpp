@@ -108,6 +108,11 @@ void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
       [&app, store](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
         auto g = find_model(*store, req, tenant);
+        if (g->spmd) {
+          throw Error(ErrorCode::kBadRequest, "model '" + (g->name.empty() ? g->id : g->name) +
+                                                  "' was captured with ranks: KServe inference does not run SPMD "
+                                                  "graphs (replay it through /v1/graphs/{id}/replay)");
+        }
         const std::string& encoding = req.header("content-encoding");
         if (!encoding.empty() && encoding != "identity") {
           throw Error(ErrorCode::kBadRequest,

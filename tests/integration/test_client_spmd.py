@@ -315,6 +315,35 @@ def test_a_replay_takes_no_per_rank_inputs(servers):
         np.testing.assert_array_equal(g.replay(x=np.ones(2, np.float32))["y"], [2.0, 2.0])
 
 
+def test_a_graph_captured_with_ranks_replays_as_run(clients):
+    """``capture(..., ranks=)``: per-rank specs for uneven shards; replays take
+    per_rank / shard inputs and answer as ``run(..., ranks=)`` (both transports)."""
+    c = clients[3]
+    whole = np.arange(7 * 2, dtype=np.float32).reshape(7, 2)
+    parts = np.array_split(whole, 3)
+    p = prog([node("m", "mul", ["s", 2.0], "part"), node("g", "dist.all_gather", ["s"], "all"),
+              node("r", "dist.all_reduce", ["x"], "sum", op="sum")], ["part", "all", "sum"])
+    xs = [np.full(2, r + 1, np.float64) for r in range(3)]
+    spec = {"s": tensord.per_rank([part for part in parts]), "x": ("float64", [2])}
+    with c.capture(p, spec, ranks=3) as g:
+        assert g.info()["ranks"] == [0, 1, 2] and g.info()["group"] == "world"
+        want = c.run(p, ranks=3, inputs={"s": tensord.shard(whole), "x": tensord.per_rank(xs)})
+        for _ in range(2):
+            out = g.replay(s=tensord.shard(whole), x=tensord.per_rank(xs))
+            assert_per_rank(out["part"], [2 * q for q in parts])
+            assert_per_rank(out["part"], want["part"])
+            assert isinstance(out["all"], np.ndarray) and isinstance(out["sum"], np.ndarray)
+            np.testing.assert_array_equal(out["all"], whole)
+            np.testing.assert_array_equal(out["sum"], want["sum"])
+            np.testing.assert_array_equal(out["sum"], [6.0, 6.0])
+        with pytest.raises(tensord.BadRequest):
+            g.replay(s=tensord.shard(whole), x=tensord.per_rank(xs[:2]))
+        with pytest.raises(tensord.Conflict):
+            g.replay(s=tensord.shard(whole[:6]), x=tensord.per_rank(xs))
+    with pytest.raises(tensord.BadRequest):
+        c.capture(p, {"s": tensord.per_rank(parts[:2]), "x": ("float64", [2])}, ranks=3)
+
+
 # ---------------------------------------------------------------- the flight recorder
 
 def test_flight_recorder(clients):

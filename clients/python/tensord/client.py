@@ -225,6 +225,8 @@ def _spec_of(v: Any) -> Dict[str, Any]:
     """An input spec ``{dtype, shape}`` from a dict, a ``(dtype, shape)`` pair or an example tensor."""
     if isinstance(v, dict):
         return v
+    if isinstance(v, _spmd.PerRank):  # a graph captured with ranks: one spec per rank
+        return {"per_rank": [_spec_of(e) for e in v.values]}
     if isinstance(v, (tuple, list)) and len(v) == 2 and isinstance(v[1], (list, tuple)):
         return {"dtype": dtype_name(v[0]), "shape": [int(s) for s in v[1]]}
     return {"dtype": dtype_name_of(v), "shape": shape_of(v)}
@@ -618,14 +620,19 @@ class Client:
         return ProgramBuilder()
 
     def capture(self, program: Any, inputs_spec: Optional[Mapping[str, Any]] = None, pool: Any = None,
-                name: Optional[str] = None) -> "Graph":
+                name: Optional[str] = None, ranks: Optional[Ranks] = None) -> "Graph":
         """Capture a program once (``POST /v1/graphs``); returns a :class:`Graph`.
 
         ``program`` is a program dict or a ProgramBuilder; ``inputs_spec`` maps
         input names to ``{"dtype", "shape"}``, ``(dtype, shape)`` or an example
         tensor; ``pool`` is a Graph (or graph id) whose memory pool to share;
-        ``name`` names the graph (its KServe model name). Use it as a context
-        manager to delete the graph when done::
+        ``name`` names the graph (its KServe model name). ``ranks`` (API.md 8)
+        captures it SPMD, as :meth:`run` runs: an int for the whole world, a
+        list for a subgroup; an input whose shape differs across ranks is
+        specified as ``tensord.per_rank([spec0, spec1, ...])``, and its replays
+        take :func:`tensord.per_rank` / :func:`tensord.shard` inputs and answer
+        as ``run(..., ranks=)`` does. Use it as a context manager to delete
+        the graph when done::
 
             with c.capture(prog) as g:
                 y = g.replay(x=x)["y"]
@@ -640,6 +647,8 @@ class Client:
             req["pool"] = pool.id if hasattr(pool, "id") else pool
         if name is not None:
             req["name"] = name
+        if ranks is not None:
+            req["ranks"] = _ranks_field(ranks)
         resp = self._request("POST", "/v1/graphs", data=json.dumps(req), headers={"Content-Type": JSON})
         return Graph(self, resp.json())
 

@@ -194,5 +194,63 @@ TEST(GraphStore, InfoReportsACaptureInProgress) {
   EXPECT_EQ(acct->used(), g->bytes()) << "the failed capture holds no memory";
 }
 
+// A graph captured with ranks: a member per rank, each with its own buffers
+// and pool (the ranks replay at once), the graph's bytes their sum; its
+// members' pools are its own.
+TEST(GraphStore, SpmdMembersHaveTheirOwnBuffersAndPools) {
+  CountingBackend backend;
+  auto acct = std::make_shared<MemoryAccount>("t");
+  GraphStore store;
+  std::optional<GraphInfo> during;
+  int scoped = 0;
+  auto members = [&] {
+    during = store.info("t", "g-1");
+    std::vector<std::shared_ptr<const CompiledProgram>> v;
+    v.push_back(std::make_shared<const CompiledProgram>(affine(64)));
+    v.push_back(std::make_shared<const CompiledProgram>(affine(32)));  // another rank, other shapes
+    return v;
+  };
+  auto scope = [&](const std::function<void()>& bind) {
+    ++scoped;
+    bind();
+  };
+  auto g = store.capture_spmd("t", acct, &backend, Device{}, members, scope, {1, 0}, "ranks:1,0");
+  ASSERT_TRUE(during.has_value());
+  EXPECT_EQ(during->ranks, (std::vector<int>{1, 0}));
+  EXPECT_EQ(scoped, 2) << "each member bound inside the scope";
+  ASSERT_TRUE(g->spmd);
+  ASSERT_EQ(g->spmd->members.size(), 2u);
+  const GraphMember& m0 = g->spmd->members[0];
+  const GraphMember& m1 = g->spmd->members[1];
+  EXPECT_NE(m0.pool, m1.pool);
+  EXPECT_EQ(g->plan, m0.plan) << "the graph's own fields are its first member's";
+  EXPECT_EQ(m0.buffers.at("x").shape(), Shape({64}));
+  EXPECT_EQ(m1.buffers.at("x").shape(), Shape({32}));
+  EXPECT_EQ(g->bytes(), m0.bytes() + m1.bytes());
+  EXPECT_EQ(g->bytes(), acct->used());
+  auto info = store.info("t", g->id);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->group, "ranks:1,0");
+  EXPECT_EQ(info->ranks, (std::vector<int>{1, 0}));
+  try {
+    store.capture("t", acct, &backend, Device{}, affine(4), g->id);
+    FAIL() << "a plain graph in an SPMD graph's pool";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadRequest);
+  }
+  // A member count that is not the group's: nothing kept.
+  auto one = [&] {
+    std::vector<std::shared_ptr<const CompiledProgram>> v;
+    v.push_back(std::make_shared<const CompiledProgram>(affine(4)));
+    return v;
+  };
+  EXPECT_THROW(store.capture_spmd("t", acct, &backend, Device{}, one, nullptr, {0, 1}, "world"), Error);
+  EXPECT_EQ(store.size(), 1u);
+  const std::string id = g->id;
+  g.reset();
+  EXPECT_TRUE(store.erase("t", id));
+  EXPECT_EQ(acct->used(), 0);
+}
+
 }  // namespace
 }  // namespace tensord

@@ -118,13 +118,13 @@ void Router::insert(Route r, std::string method, const std::string& route_templa
   });
 }
 
-bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
-                   std::map<std::string, std::string>& params) {
+bool Router::match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                          std::map<std::string, std::string>& params) {
   if (piece == pieces.size()) return pos == path.size();
   const Piece& p = pieces[piece];
   if (!p.param) {
     if (path.compare(pos, p.literal.size(), p.literal) != 0) return false;
-    return match(pieces, piece + 1, path, pos + p.literal.size(), params);
+    return match_pieces(pieces, piece + 1, path, pos + p.literal.size(), params);
   }
   // A param: one or more characters (no '/' unless greedy). It ends the
   // template or is followed by a literal; try the longest candidate first.
@@ -138,7 +138,7 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
   const std::string& next = pieces[piece + 1].literal;
   for (size_t end = limit; end > pos; --end) {
     if (path.compare(end, next.size(), next) != 0) continue;
-    if (match(pieces, piece + 1, path, end, params)) {
+    if (match_pieces(pieces, piece + 1, path, end, params)) {
       params[p.literal] = path.substr(pos, end - pos);
       return true;
     }
@@ -154,7 +154,7 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
   std::set<std::string> allow;
   for (const auto& r : routes_) {
     std::map<std::string, std::string> params;
-    if (!match(r.pieces, 0, path, 0, params)) continue;
+    if (!match_pieces(r.pieces, 0, path, 0, params)) continue;
     if (r.method == method) {
       m.route_ = r.route_template;
       m.params_ = std::move(params);

@@ -55,7 +55,10 @@ using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply
 // tensor, waits) is an asynchronous route too: add_offloaded() wraps it so
 // that it runs on the handler pool (AsyncReply::finish with heavy = true)
 // and its return value is the answer. So an io thread never waits and
-// /healthz stays answerable under load.
+// /healthz stays answerable under load. Why not a third way: everything
+// that leaves the io thread then goes through one path (the session's
+// AsyncSessionReply: the hand-offs, the trace span, the client going
+// away), and the session knows only "answer now" and "answer later".
 enum class Dispatch { kInline, kAsync };
 
 class Router;
@@ -79,7 +82,8 @@ class RouteMatch {
   // with an Allow header (see router.cpp). Call once.
   HttpResponse call(HttpRequest& req);
   // kAsync: sets req.route and req.params and calls the handler; what it
-  // throws is the answer. Call once.
+  // throws is the answer. Another match is answered through `reply` at
+  // once (call()). Call once.
   void call_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply);
 
  private:
@@ -133,8 +137,8 @@ class Router {
 
   // Parses the template into r's pieces and adds r in precedence order.
   void insert(Route r, std::string method, const std::string& route_template);
-  static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
-                    std::map<std::string, std::string>& params);
+  static bool match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                           std::map<std::string, std::string>& params);
 
   // Routes sorted by precedence (see above).
   std::vector<Route> routes_;

@@ -2,7 +2,6 @@
 // messages to and from these; handlers and api/ never see Beast.
 #pragma once
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,9 +18,6 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string request_id;
-  // Set by the session when the client closes its connection while a
-  // (kOffload) handler runs: long handlers cancel their work on it.
-  std::shared_ptr<std::atomic<bool>> client_gone = std::make_shared<std::atomic<bool>>(false);
   // The tenant the request authenticated as (server/auth.h writes it, the
   // session's log line reads it): shared, so it outlives a moved request.
   std::shared_ptr<std::string> caller = std::make_shared<std::string>();

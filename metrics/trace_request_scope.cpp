@@ -69,6 +69,13 @@ void TraceRequestScope::detach() {
   detached_ = true;
 }
 
+void TraceRequestScope::attach() {
+  if (!detached_) return;
+  outer_ = tls_scope;
+  tls_scope = this;
+  detached_ = false;
+}
+
 TraceRequestScope::~TraceRequestScope() {
   if (!detached_) tls_scope = outer_;
   TraceBuffer& tb = TraceBuffer::global();

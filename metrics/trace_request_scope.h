@@ -24,6 +24,10 @@ class TraceRequestScope {
   // handler returned): the span goes on until the destructor, which may
   // then run on any thread. The referenced strings must live until then.
   void detach();
+  // The calling thread's scope again until detach() (a detached request's
+  // work continuing on another thread: a job it submits there joins its
+  // span). Not while another thread has it attached.
+  void attach();
   // The request submitted a job: its span belongs to `tenant`; a flow starts here.
   void add_job(const std::string& tenant, uint64_t flow_id, const std::string& job_id);
   uint32_t lane() const { return lane_; }

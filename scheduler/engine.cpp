@@ -443,31 +443,12 @@ void Engine::record_end(const Job& job) {
   engine_trace::job_ended(job);
 }
 
-namespace {
-// Waits for a synchronous job (run), cancelling it when the client goes
-// away; the final state.
-JobState wait_or_cancel(Job& job, const std::atomic<bool>* cancel_when) {
-  if (cancel_when) {
-    while (!job.wait_for(std::chrono::milliseconds(20))) {
-      if (cancel_when->load()) job.cancel("the client closed the connection");
-    }
-  }
-  return job.wait();
-}
-}  // namespace
-
 JobResult Engine::result_of(Job& job) {
   if (job.state() != JobState::kSucceeded) throw *job.error();
   JobResult r = *job.take_result();
   r.queue_ms = job.queue_ms();
   r.run_ms = job.run_ms();
   return r;
-}
-
-JobResult Engine::run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when) {
-  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
-  wait_or_cancel(*job, cancel_when);
-  return result_of(*job);
 }
 
 std::shared_ptr<Job> Engine::run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done) {

@@ -73,10 +73,6 @@ class Engine {
   // queues the job and returns at once. A full queue throws 429 queue_full
   // carrying a Retry-After estimate.
   std::shared_ptr<Job> submit(Tenant& tenant, JobSpec spec);
-  // submit + wait; rethrows the job's error. The job is cancelled when
-  // `*cancel_when` becomes true (a client that went away): a queued job at
-  // once, a running one at its next node boundary.
-  JobResult run(Tenant& tenant, JobSpec spec, const std::atomic<bool>* cancel_when = nullptr);
   // The asynchronous forms (an HTTP request answered from the job's end,
   // without a thread waiting on it): submit, then `done(job)` once the job
   // has ended, on the thread that ended it (Job::on_end). A refused job

@@ -109,11 +109,6 @@ JobState Job::wait() const {
   return state_;
 }
 
-bool Job::wait_for(std::chrono::milliseconds d) const {
-  std::unique_lock<std::mutex> lk(mu_);
-  return cv_.wait_for(lk, d, [&] { return finalized_; });
-}
-
 void Job::cancel(const std::string& why) {
   request_cancel();
   std::function<bool()> c;

@@ -52,8 +52,6 @@ class Job {
 
   // Blocks until the job ends; returns the final state.
   JobState wait() const;
-  // Waits at most `d`; true when the job has ended.
-  bool wait_for(std::chrono::milliseconds d) const;
   // Requests cancellation; a job still queued ends at once as cancelled
   // (through the canceller, which removes it from its queue).
   void cancel(const std::string& why);
@@ -84,8 +82,8 @@ class Job {
   // Valid once ended: the error (failed/cancelled) or the result (succeeded).
   std::optional<Error> error() const;
   std::shared_ptr<const JobResult> result() const;
-  // Moves the result out (a synchronous /v1/run hands it to its caller and
-  // keeps nothing, so the tenant's memory drops as soon as the reply is sent).
+  // Moves the result out (a /v1/run answer takes it and keeps nothing, so
+  // the tenant's memory drops as soon as the reply is sent).
   std::shared_ptr<const JobResult> take_result();
   Clock::time_point ended_at() const;
   double queue_ms() const;

@@ -47,9 +47,10 @@ void add_observability_routes(Router& r, AppContext& app);
 std::shared_ptr<Router> build_router(AppContext& app);
 
 // Registers a handler that may block (waits on a job, encodes a large
-// tensor): it runs on the handler pool, not on an io thread.
+// tensor): it runs on the handler pool, not on an io thread
+// (Router::add_offloaded: an asynchronous route answered by its return).
 inline void add_offloaded(Router& r, std::string method, const std::string& tmpl, Handler h) {
-  r.add(std::move(method), tmpl, std::move(h), Dispatch::kOffload);
+  r.add_offloaded(std::move(method), tmpl, std::move(h));
 }
 
 // Answers an asynchronous /v1/run or replay from its job's end (call it in

@@ -1,17 +1,14 @@
 #include "server/async_session_reply.h"
 
-#include <optional>
 #include <utility>
 
-#include "api/error_reply.h"
-#include "server/http_session.h"
-#include "server/server_state.h"
+#include "server/error_policy.h"
 
 namespace tensord {
 
-AsyncSessionReply::AsyncSessionReply(std::shared_ptr<HttpSession> session, std::string method, std::string route,
+AsyncSessionReply::AsyncSessionReply(std::shared_ptr<ReplySink> sink, std::string method, std::string route,
                                      std::string request_id, bool head, bool keep_alive, std::string authorization)
-    : session_(std::move(session)),
+    : sink_(std::move(sink)),
       method_(std::move(method)),
       route_(std::move(route)),
       request_id_(std::move(request_id)),
@@ -21,24 +18,29 @@ AsyncSessionReply::AsyncSessionReply(std::shared_ptr<HttpSession> session, std::
 
 AsyncSessionReply::~AsyncSessionReply() = default;
 
-void AsyncSessionReply::start(HttpRequest& req) {
+void AsyncSessionReply::start(HttpRequest& req, RouteMatch& match) {
   // The span starts now on this thread (a job queued by the handler links
   // its flow to it) and ends when the answer is sent.
   trace_.emplace(method_, route_, request_id_);
-  auto self = shared_from_this();
   std::optional<HttpResponse> err;
   try {
-    session_->state_->router->dispatch_async(req, self);
+    match.call_async(req, shared_from_this());
   } catch (...) {
-    err = HttpSession::guarded([]() -> HttpResponse { throw; }, request_id_, method_, route_, error_style_for(route_));
+    err = guarded([]() -> HttpResponse { throw; }, request_id_, method_, route_, error_style_for(route_));
   }
   trace_->detach();
-  started_.store(true, std::memory_order_release);
+  // A finish() that came meanwhile (from the handler, or a job that ended
+  // before the handler returned) waited for the span to be detached.
+  std::function<HttpResponse()> make;
+  bool heavy = false;
+  {
+    std::lock_guard lock(mu_);
+    started_ = true;
+    make.swap(deferred_);
+    heavy = deferred_heavy_;
+  }
+  if (make) deliver(heavy, std::move(make));
   if (err) finish(false, [e = std::move(*err)]() mutable { return std::move(e); });
-}
-
-HttpResponse AsyncSessionReply::build(const std::function<HttpResponse()>& make) const {
-  return HttpSession::guarded(make, request_id_, method_, route_, error_style_for(route_));
 }
 
 void AsyncSessionReply::finish(bool heavy, std::function<HttpResponse()> make) {
@@ -46,35 +48,41 @@ void AsyncSessionReply::finish(bool heavy, std::function<HttpResponse()> make) {
     std::lock_guard lock(mu_);
     if (finished_) return;
     finished_ = true;
+    if (!started_) {
+      deferred_ = std::move(make);
+      deferred_heavy_ = heavy;
+      return;
+    }
   }
+  deliver(heavy, std::move(make));
+}
+
+void AsyncSessionReply::deliver(bool heavy, std::function<HttpResponse()> make) {
   auto self = shared_from_this();
-  auto executor = session_->stream_.get_executor();
-  if (heavy && session_->state_->offload) {
-    // Encoding a large answer is its tenant's work: on its lane.
-    session_->state_->offload_as(authorization_, [self, executor, make = std::move(make)]() mutable {
+  if (heavy) {
+    // Building a large answer (or running an offloaded handler) is its
+    // tenant's work: on its lane.
+    sink_->offload(authorization_, [self, make = std::move(make)] {
       HttpResponse out = self->build(make);
-      net::post(executor, [self, out = std::move(out)]() mutable { self->send(std::move(out)); });
+      self->sink_->post([self, out = std::move(out)]() mutable { self->send(std::move(out)); });
     });
   } else {
-    net::post(executor, [self, make = std::move(make)]() mutable { self->send(self->build(make)); });
+    sink_->post([self, make = std::move(make)] { self->send(self->build(make)); });
   }
 }
 
+HttpResponse AsyncSessionReply::build(const std::function<HttpResponse()>& make) {
+  // Only one build runs (the first finish), after start() detached the
+  // span and before send() ends it.
+  trace_->attach();
+  HttpResponse out = guarded(make, request_id_, method_, route_, error_style_for(route_));
+  trace_->detach();
+  return out;
+}
+
 void AsyncSessionReply::send(HttpResponse out) {
-  if (!started_.load(std::memory_order_acquire)) {
-    // A job that ended before its handler (on the pool) returned: the span
-    // is still the handler thread's for a moment.
-    net::post(session_->stream_.get_executor(),
-              [self = shared_from_this(), out = std::move(out)]() mutable { self->send(std::move(out)); });
-    return;
-  }
-  HttpSession& s = *session_;
-  s.route_ = route_;
-  s.stop_watching();
-  s.pending_reply_.reset();
   trace_.reset();  // the request's span ends with its answer
-  const bool keep_alive = keep_alive_ && !s.state_->draining.load();
-  s.send(std::move(out), head_, keep_alive);
+  sink_->answer(std::move(out), route_, head_, keep_alive_);
 }
 
 void AsyncSessionReply::on_client_gone(std::function<void()> f) {

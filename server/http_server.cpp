@@ -168,7 +168,6 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.metrics = state.options.record_metrics ? &HttpMetrics::global() : nullptr;
   impl_->handlers =
       std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
-  state.offload = [pool = impl_->handlers.get()](std::function<void()> task) { net::post(*pool, std::move(task)); };
   state.offload_as = [impl = impl_.get()](std::string_view authorization, std::function<void()> task) {
     net::thread_pool* pool = impl->handlers.get();
     if (impl->lane_of && !impl->lanes.empty()) {

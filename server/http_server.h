@@ -26,7 +26,7 @@ struct ServerOptions {
   size_t max_body_bytes = 1ull << 30;       // larger bodies get 413 payload_too_large
   size_t max_header_bytes = 16 * 1024;      // request line + headers; larger is 400
   int io_threads = 0;                       // <= 0: max(2, hardware_concurrency)
-  int handler_threads = 32;                 // pool for kOffload routes (handlers that wait on jobs)
+  int handler_threads = 32;                 // pool for offloaded handlers (router.h add_offloaded)
   std::chrono::seconds header_timeout{30};  // to receive a request's headers; also
                                             // the inactivity limit while a body or
                                             // a response is in transit

@@ -10,6 +10,7 @@
 #include "ops/cpu/huge_pages.h"
 #include "ops/error.h"
 #include "server/async_session_reply.h"
+#include "server/error_policy.h"
 #include "server/http_metrics.h"
 #include "server/request_id.h"
 #include "server/request_target.h"
@@ -73,24 +74,6 @@ std::string lower(std::string_view s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
-}
-
-// error_reply must not fail us; if it ever throws, answer a fixed 500.
-HttpResponse safe_error_reply(const Error& e, const std::string& request_id, ErrorStyle style = ErrorStyle::kTensord) {
-  try {
-    return error_reply(e, request_id, 0, style);
-  } catch (...) {
-    return fallback_error_reply();
-  }
-}
-
-HttpResponse internal_error(const char* what, const std::string& request_id, const std::string& method,
-                            const std::string& route, ErrorStyle style) {
-  log::error("internal error", {{"request_id", request_id},
-                                {"method", method},
-                                {"route", route.empty() ? std::string("unmatched") : route},
-                                {"error", what}});
-  return safe_error_reply(Error(ErrorCode::kInternal, "internal error"), request_id, style);
 }
 
 }  // namespace
@@ -264,54 +247,33 @@ void HttpSession::handle_request() {
   bytes_in_ = req.body.size();
 
   const bool client_keep_alive = msg.keep_alive();
-  bool offload = false, async = false;
-  std::string route_template;
-  size_t inline_body = 0;
+  // The route, matched once; a bad target matches nothing and call_handler
+  // answers it.
+  std::optional<RouteMatch> match;
   try {
     parse_target(req.target, req.path, req.query);
-    const Dispatch d = state_->router->dispatch_of(req.method, req.path, &route_template, &inline_body);
-    offload = state_->offload && d == Dispatch::kOffload;
-    async = d == Dispatch::kAsync;
+    match = state_->router->match(req.method, req.path);
   } catch (...) {
-    // dispatch() below reports the bad target
+    req.path.clear();
   }
   if (req.path == "/v1/stream" && state_->streams && websocket::is_upgrade(msg)) return upgrade(std::move(msg), req);
-  if (async) return handle_async(std::move(req), std::move(route_template), inline_body, client_keep_alive);
-  if (offload) {
-    // Run on the handler pool; come back to this connection's strand to write.
-    // No read or write is pending while the handler runs: a job may take
-    // longer than any I/O timeout, so the stream's timer is off until send().
-    stream_.expires_never();
-    watch_disconnect(req.client_gone);
-    // On the tenant's lane: its body decoded, its answer encoded on its
-    // partition's cores (ServerState::offload_as).
-    const std::string authorization = req.header("authorization");
-    state_->offload_as(authorization, [self = shared_from_this(), req = std::move(req), client_keep_alive]() mutable {
-      HttpResponse out = self->call_handler(req);
-      net::post(self->stream_.get_executor(), [self, out = std::move(out), route = std::move(req.route),
-                                               head = req.method == "HEAD", client_keep_alive]() mutable {
-        self->route_ = std::move(route);
-        self->stop_watching();
-        bool keep_alive = client_keep_alive && !self->state_->draining.load();
-        self->send(std::move(out), head, keep_alive);
-      });
-    });
-    return;
+  if (match && match->dispatch() == Dispatch::kAsync) {
+    return handle_async(std::move(req), std::move(*match), client_keep_alive);
   }
-  HttpResponse out = call_handler(req);
+  HttpResponse out = call_handler(req, match ? &*match : nullptr);
   route_ = req.route;
   bool keep_alive = client_keep_alive && !state_->draining.load();
   send(std::move(out), req.method == "HEAD", keep_alive);
 }
 
-void HttpSession::watch_disconnect(const std::shared_ptr<std::atomic<bool>>& gone) {
+void HttpSession::watch_disconnect() {
   // A pipelined next request already buffered: the client is still there.
   if (buffer_.size() > 0) return;
   watching_ = true;
   watch_wanted_ = true;
   stream_.socket().async_wait(
       tcp::socket::wait_read,
-      net::bind_executor(stream_.get_executor(), [self = shared_from_this(), gone](beast::error_code ec) {
+      net::bind_executor(stream_.get_executor(), [self = shared_from_this()](beast::error_code ec) {
         self->watching_ = false;
         if (ec || !self->watch_wanted_) return;  // cancelled: the handler finished first
         // Readiness alone proves nothing: an edge left over from the request's
@@ -321,10 +283,9 @@ void HttpSession::watch_disconnect(const std::shared_ptr<std::atomic<bool>>& gon
         char byte;
         ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          gone->store(true);
           if (auto reply = self->pending_reply_.lock()) reply->client_gone();
         } else if (n < 0) {
-          self->watch_disconnect(gone);
+          self->watch_disconnect();
         }
       }));
 }
@@ -354,48 +315,55 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
   std::make_shared<WebSocketSession>(stream_.release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
 }
 
-HttpResponse HttpSession::guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
-                                  const std::string& method, const std::string& route, ErrorStyle style) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    return safe_error_reply(e, request_id, style);
-  } catch (const std::exception& e) {
-    return internal_error(e.what(), request_id, method, route, style);
-  } catch (...) {
-    return internal_error("unknown exception", request_id, method, route, style);
-  }
-}
-
-HttpResponse HttpSession::call_handler(HttpRequest& req) {
+HttpResponse HttpSession::call_handler(HttpRequest& req, RouteMatch* match) {
+  if (match != nullptr) req.route = match->route();
   TraceRequestScope trace_scope(req.method, req.route, req.request_id);  // the request's span in /v1/trace
   return guarded(
       [&] {
-        if (req.path.empty()) parse_target(req.target, req.path, req.query);
-        return state_->router->dispatch(req);
+        if (match == nullptr) {
+          parse_target(req.target, req.path, req.query);  // throws: the target was bad
+          throw Error(ErrorCode::kInternal, "a request without a route match");
+        }
+        return match->call(req);
       },
       req.request_id, req.method, req.route, error_style_for(req.path.empty() ? req.target : req.path));
 }
 
-void HttpSession::handle_async(HttpRequest&& req, std::string route_template, size_t inline_body,
-                               bool client_keep_alive) {
+void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool client_keep_alive) {
   // No read or write is pending until the answer: a job may take longer
   // than any I/O timeout, so the stream's timer is off until send().
   stream_.expires_never();
-  watch_disconnect(req.client_gone);
+  watch_disconnect();
   auto reply =
-      std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, std::move(route_template), req.request_id,
+      std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, match.route(), req.request_id,
                                           req.method == "HEAD", client_keep_alive, req.header("authorization"));
   pending_reply_ = reply;
   // A small body is parsed and its job queued right here; a larger one
   // (JSON tensors to decode, a program to compile) on the tenant's lane
   // (or the handler pool), away from the io threads.
-  if (req.body.size() <= inline_body || !state_->offload) {
-    reply->start(req);
+  if (req.body.size() <= match.inline_body_bytes() || !state_->offload_as) {
+    reply->start(req, match);
   } else {
     const std::string authorization = req.header("authorization");  // decoded on the tenant's lane
-    state_->offload_as(authorization, [reply, req = std::move(req)]() mutable { reply->start(req); });
+    state_->offload_as(authorization,
+                       [reply, req = std::move(req), match = std::move(match)]() mutable { reply->start(req, match); });
   }
+}
+
+void HttpSession::post(std::function<void()> f) {
+  net::post(stream_.get_executor(), std::move(f));
+}
+
+void HttpSession::offload(std::string_view authorization, std::function<void()> f) {
+  if (state_->offload_as) return state_->offload_as(authorization, std::move(f));
+  post(std::move(f));
+}
+
+void HttpSession::answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) {
+  route_ = route;
+  stop_watching();
+  pending_reply_.reset();
+  send(std::move(out), head, keep_alive && !state_->draining.load());
 }
 
 void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {

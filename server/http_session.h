@@ -1,7 +1,8 @@
 // One HTTP/1.1 connection (Beast chat-multi's http_session): reads requests
-// with a fresh parser each (body and header limits), runs the router, writes
-// the response, keeps the connection alive or closes it. All of a session's
-// handlers run on its strand. Included by server/*.cpp only.
+// with a fresh parser each (body and header limits), matches each request's
+// route once and answers it inline or asynchronously (router.h, Dispatch),
+// writes the response, keeps the connection alive or closes it. All of a
+// session's handlers run on its strand. Included by server/*.cpp only.
 #pragma once
 
 #include <array>
@@ -10,31 +11,31 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
-#include "api/error_reply.h"
 #include "api/http_types.h"
 #include "server/beast.h"
 #include "server/parts_body.h"
+#include "server/reply_sink.h"
 
 namespace tensord {
 
 class AsyncSessionReply;
 class Error;
+class RouteMatch;
 struct ServerState;
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state);
-  ~HttpSession();
+  ~HttpSession() override;
 
   void run();
 
-  // f(), or the error reply for what it throws (the one error policy:
-  // tensord::Error as API.md section 2, or 11 for the /v2 routes (`style`),
-  // anything else a logged 500).
-  static HttpResponse guarded(const std::function<HttpResponse()>& f, const std::string& request_id,
-                              const std::string& method, const std::string& route,
-                              ErrorStyle style = ErrorStyle::kTensord);
+  // ReplySink: what an asynchronous request's reply uses of the session.
+  void post(std::function<void()> f) override;
+  void offload(std::string_view authorization, std::function<void()> f) override;
+  void answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) override;
 
  private:
   void do_read_header();
@@ -49,16 +50,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // GET /v1/stream with Upgrade: websocket: authenticates (401 on failure)
   // and hands the socket to a WebSocketSession.
   void upgrade(http::request<http::string_body>&& msg, HttpRequest& req);
-  // Dispatches with the one error policy: never throws. Thread-safe with
-  // respect to this session (touches only `req` and shared state).
-  HttpResponse call_handler(HttpRequest& req);
-  // A kAsync route (router.h): starts it here (small body) or on the
-  // handler pool; its AsyncSessionReply answers on this strand later.
-  void handle_async(HttpRequest&& req, std::string route_template, size_t inline_body, bool client_keep_alive);
-  friend class AsyncSessionReply;
+  // A kInline route (or none matched: 404, 405, a bad target): calls it
+  // with the one error policy (error_policy.h); never throws.
+  HttpResponse call_handler(HttpRequest& req, RouteMatch* match);
+  // A kAsync route: starts it here (small body) or on the handler pool;
+  // its AsyncSessionReply answers through answer() on this strand later.
+  void handle_async(HttpRequest&& req, RouteMatch&& match, bool client_keep_alive);
   std::weak_ptr<AsyncSessionReply> pending_reply_;  // the async request awaiting its answer
-  // While an offloaded handler runs: notice the client closing the connection.
-  void watch_disconnect(const std::shared_ptr<std::atomic<bool>>& gone);
+  // While an asynchronous request awaits its answer: notice the client
+  // closing the connection (pending_reply_->client_gone()).
+  void watch_disconnect();
   void stop_watching();
   bool watching_ = false;
   bool watch_wanted_ = false;  // until the handler's reply: a spurious wake re-arms the watch

@@ -1,6 +1,8 @@
 #include "server/router.h"
 
 #include <algorithm>
+#include <limits>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -24,10 +26,9 @@ std::string printable(const std::string& s, size_t max = 200) {
 
 }  // namespace
 
-void Router::add(std::string method, const std::string& route_template, Handler h, Dispatch d) {
+void Router::add(std::string method, const std::string& route_template, Handler h) {
   Route r;
   r.handler = std::move(h);
-  r.dispatch = d;
   insert(std::move(r), std::move(method), route_template);
 }
 
@@ -35,9 +36,23 @@ void Router::add_async(std::string method, const std::string& route_template, As
                        size_t inline_body_bytes) {
   Route r;
   r.async = std::move(h);
-  r.dispatch = Dispatch::kAsync;
   r.inline_body = inline_body_bytes;
   insert(std::move(r), std::move(method), route_template);
+}
+
+void Router::add_offloaded(std::string method, const std::string& route_template, Handler h) {
+  // Started on the io thread whatever the body's size (starting only hands
+  // the request to the pool); the handler runs where a heavy answer is
+  // built: the tenant's lane or the handler pool. What it throws is
+  // answered as any handler's error.
+  auto handler = std::make_shared<const Handler>(std::move(h));
+  add_async(
+      std::move(method), route_template,
+      [handler](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
+        reply->finish(true,
+                      [handler, req = std::make_shared<HttpRequest>(std::move(req))] { return (*handler)(*req); });
+      },
+      std::numeric_limits<size_t>::max());
 }
 
 void Router::insert(Route r, std::string method, const std::string& route_template) {
@@ -103,13 +118,13 @@ void Router::insert(Route r, std::string method, const std::string& route_templa
   });
 }
 
-bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
-                   std::map<std::string, std::string>& params) {
+bool Router::match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                          std::map<std::string, std::string>& params) {
   if (piece == pieces.size()) return pos == path.size();
   const Piece& p = pieces[piece];
   if (!p.param) {
     if (path.compare(pos, p.literal.size(), p.literal) != 0) return false;
-    return match(pieces, piece + 1, path, pos + p.literal.size(), params);
+    return match_pieces(pieces, piece + 1, path, pos + p.literal.size(), params);
   }
   // A param: one or more characters (no '/' unless greedy). It ends the
   // template or is followed by a literal; try the longest candidate first.
@@ -123,7 +138,7 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
   const std::string& next = pieces[piece + 1].literal;
   for (size_t end = limit; end > pos; --end) {
     if (path.compare(end, next.size(), next) != 0) continue;
-    if (match(pieces, piece + 1, path, end, params)) {
+    if (match_pieces(pieces, piece + 1, path, end, params)) {
       params[p.literal] = path.substr(pos, end - pos);
       return true;
     }
@@ -131,47 +146,22 @@ bool Router::match(const std::vector<Piece>& pieces, size_t piece, const std::st
   return false;
 }
 
-Dispatch Router::dispatch_of(const std::string& method, const std::string& path, std::string* route_template,
-                             size_t* inline_body_bytes) const {
-  for (const auto& r : routes_) {
-    std::map<std::string, std::string> params;
-    if (r.method == method && match(r.pieces, 0, path, 0, params)) {
-      if (route_template) *route_template = r.route_template;
-      if (inline_body_bytes) *inline_body_bytes = r.inline_body;
-      return r.dispatch;
-    }
-  }
-  return Dispatch::kInline;
-}
-
-void Router::dispatch_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) const {
-  for (const auto& r : routes_) {
-    std::map<std::string, std::string> params;
-    if (r.method == req.method && r.dispatch == Dispatch::kAsync && match(r.pieces, 0, req.path, 0, params)) {
-      req.route = r.route_template;
-      req.params = std::move(params);
-      r.async(req, reply);
-      return;
-    }
-  }
-  HttpResponse out = dispatch(req);
-  reply->finish(false, [out = std::move(out)]() mutable { return std::move(out); });
-}
-
-HttpResponse Router::dispatch(HttpRequest& req) const {
+RouteMatch Router::match(const std::string& method, const std::string& path) const {
+  RouteMatch m;
   const Route* path_match = nullptr;  // first route matching the path, any method
   const Route* get_match = nullptr;   // HEAD fallback
   std::map<std::string, std::string> get_params;
   std::set<std::string> allow;
   for (const auto& r : routes_) {
     std::map<std::string, std::string> params;
-    if (!match(r.pieces, 0, req.path, 0, params)) continue;
-    if (r.method == req.method) {
-      req.route = r.route_template;
-      req.params = std::move(params);
-      if (!r.handler)
-        throw Error(ErrorCode::kInternal, "asynchronous route " + r.route_template + " called synchronously");
-      return r.handler(req);
+    if (!match_pieces(r.pieces, 0, path, 0, params)) continue;
+    if (r.method == method) {
+      m.route_ = r.route_template;
+      m.params_ = std::move(params);
+      m.handler_ = r.handler ? &r.handler : nullptr;
+      m.async_ = r.async ? &r.async : nullptr;
+      m.inline_body_ = r.inline_body;
+      return m;
     }
     if (path_match == nullptr) path_match = &r;
     allow.insert(r.method);
@@ -183,20 +173,44 @@ HttpResponse Router::dispatch(HttpRequest& req) const {
       }
     }
   }
-  if (req.method == "HEAD" && get_match != nullptr) {
-    req.route = get_match->route_template;
-    req.params = std::move(get_params);
-    return get_match->handler(req);
+  if (method == "HEAD" && get_match != nullptr) {
+    m.route_ = get_match->route_template;
+    m.params_ = std::move(get_params);
+    m.handler_ = get_match->handler ? &get_match->handler : nullptr;
+    m.async_ = get_match->async ? &get_match->async : nullptr;
+    m.inline_body_ = get_match->inline_body;
+    return m;
   }
-  if (path_match == nullptr) {
+  if (path_match != nullptr) {
+    m.route_ = path_match->route_template;
+    for (const auto& a : allow) m.allow_ += (m.allow_.empty() ? "" : ", ") + a;
+  }
+  return m;
+}
+
+HttpResponse RouteMatch::call(HttpRequest& req) {
+  req.route = route_;
+  req.params = std::move(params_);
+  if (handler_ != nullptr) return (*handler_)(req);
+  if (async_ != nullptr) throw Error(ErrorCode::kInternal, "asynchronous route " + route_ + " called synchronously");
+  if (route_.empty()) {
     throw Error(ErrorCode::kNotFound, "no route for " + printable(req.method, 16) + " " + printable(req.path));
   }
-  req.route = path_match->route_template;
-  std::string allowed;
-  for (const auto& m : allow) allowed += (allowed.empty() ? "" : ", ") + m;
   return method_not_allowed_reply(
-      "method " + printable(req.method, 16) + " not allowed on " + path_match->route_template + "; allowed: " + allowed,
-      allowed, req.request_id, error_style_for(req.path));
+      "method " + printable(req.method, 16) + " not allowed on " + route_ + "; allowed: " + allow_, allow_,
+      req.request_id, error_style_for(req.path));
+}
+
+void RouteMatch::call_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
+  if (async_ == nullptr) {
+    // Not an asynchronous route (a bug in the caller): answered at once.
+    HttpResponse out = call(req);
+    reply->finish(false, [out = std::move(out)]() mutable { return std::move(out); });
+    return;
+  }
+  req.route = route_;
+  req.params = std::move(params_);
+  (*async_)(req, reply);
 }
 
 }  // namespace tensord

@@ -9,12 +9,15 @@
 // greedy, then registration order.
 // The path is already percent-decoded (by the session); params are not
 // validated here: handlers validate names (e.g. a decoded "..").
-// add() is not thread-safe; dispatch() is const and safe to call from many
-// threads once the routes are set.
+// add*() are not thread-safe; match() is const and safe to call from many
+// threads once the routes are set. One match per request: match() finds
+// the route, RouteMatch::call or call_async runs it (see Dispatch below).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,38 +44,74 @@ class AsyncReply {
 // the answer. Otherwise it must arrange for reply->finish() to be called.
 using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply>)>;
 
-// Where a handler runs. kInline: on the connection's io thread (cheap,
-// non-blocking routes: health, metrics, tensor reads). kOffload: on the
-// server's handler pool, so a handler that waits (a /v1/jobs submit that
-// compiles a program) never holds an io thread and /healthz stays
-// answerable under load. kAsync: the handler starts a job and returns; the
-// job's end answers (AsyncReply). No thread waits for the job, and a small
-// request makes no trip through the handler pool: it starts on the io
-// thread (a body over the route's limit is parsed on the pool).
-enum class Dispatch { kInline, kOffload, kAsync };
+// How a request is answered: two ways.
+//   kInline: the handler runs on the connection's io thread and returns the
+//     answer (cheap, non-blocking routes: health, metrics, job status).
+//   kAsync: the handler starts the work and returns; the answer comes later
+//     through an AsyncReply (a job's end), and no thread waits for it. A
+//     request whose body is up to the route's inline limit starts on the io
+//     thread, a larger one on the handler pool (the tenant's lane).
+// A handler that blocks (compiles a program, decodes or encodes a large
+// tensor, waits) is an asynchronous route too: add_offloaded() wraps it so
+// that it runs on the handler pool (AsyncReply::finish with heavy = true)
+// and its return value is the answer. So an io thread never waits and
+// /healthz stays answerable under load. Why not a third way: everything
+// that leaves the io thread then goes through one path (the session's
+// AsyncSessionReply: the hand-offs, the trace span, the client going
+// away), and the session knows only "answer now" and "answer later".
+enum class Dispatch { kInline, kAsync };
+
+class Router;
+
+// What one request matched (Router::match): the route's handler, the
+// template and params, how it runs. The session matches once, when the
+// headers and body are read, and carries this to the handler's call.
+// Points into the router, which must outlive it.
+class RouteMatch {
+ public:
+  Dispatch dispatch() const { return async_ != nullptr ? Dispatch::kAsync : Dispatch::kInline; }
+  // kAsync: a body up to this size starts on the io thread.
+  size_t inline_body_bytes() const { return inline_body_; }
+  // The template as API.md writes it ("/v1/tensors/{name}"); for a known
+  // path with another method the path's first route; "" when no route
+  // matches the path.
+  const std::string& route() const { return route_; }
+
+  // kInline: sets req.route and req.params and calls the handler. Unknown
+  // path: throws Error(kNotFound). Known path, other method: returns 405
+  // with an Allow header (see router.cpp). Call once.
+  HttpResponse call(HttpRequest& req);
+  // kAsync: sets req.route and req.params and calls the handler; what it
+  // throws is the answer. Another match is answered through `reply` at
+  // once (call()). Call once.
+  void call_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply);
+
+ private:
+  friend class Router;  // fills it
+  std::string route_;
+  std::map<std::string, std::string> params_;
+  const Handler* handler_ = nullptr;
+  const AsyncHandler* async_ = nullptr;
+  size_t inline_body_ = 0;
+  std::string allow_;  // no handler, the path is known: the methods it has (405)
+};
 
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
-  void add(std::string method, const std::string& route_template, Handler h, Dispatch d = Dispatch::kInline);
+  void add(std::string method, const std::string& route_template, Handler h);
   // `inline_body_bytes`: a body up to this size starts the handler on the
   // io thread (parsing it is quick); a larger one on the handler pool.
   void add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes);
+  // A handler that may block (waits on a job, decodes or encodes a large
+  // tensor): an asynchronous route that runs `h` on the handler pool (the
+  // tenant's lane) and answers with what it returns or throws.
+  void add_offloaded(std::string method, const std::string& route_template, Handler h);
 
-  // How the route matching (method, path) runs (kInline when none
-  // matches); its template and, for kAsync, its inline body limit when asked.
-  Dispatch dispatch_of(const std::string& method, const std::string& path, std::string* route_template = nullptr,
-                       size_t* inline_body_bytes = nullptr) const;
-
-  // For a kAsync route: sets req.route and req.params and calls its handler.
-  // Any other request is answered through reply->finish with dispatch().
-  void dispatch_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) const;
-
-  // Sets req.route (the template) and req.params and calls the handler.
-  // Unknown path: throws Error(kNotFound). Known path, other method: returns
-  // 405 with an Allow header (see router.cpp). HEAD without a HEAD route runs
-  // the GET handler (the session drops the body).
-  HttpResponse dispatch(HttpRequest& req) const;
+  // The route for (method, path): the first in precedence order with this
+  // method; HEAD without a HEAD route takes the GET route (the session
+  // drops the body). None: a match whose call() answers 404 or 405.
+  RouteMatch match(const std::string& method, const std::string& path) const;
 
   size_t size() const { return routes_.size(); }
 
@@ -87,10 +126,9 @@ class Router {
     std::string route_template;  // as reported in req.route: "{name...}" shown as "{name}"
     std::string raw_template;    // as registered
     std::vector<Piece> pieces;
-    Handler handler;
+    Handler handler;         // kInline
     AsyncHandler async;      // kAsync
     size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
-    Dispatch dispatch = Dispatch::kInline;
     size_t literal_chars = 0;
     int params = 0;
     bool greedy = false;
@@ -99,8 +137,8 @@ class Router {
 
   // Parses the template into r's pieces and adds r in precedence order.
   void insert(Route r, std::string method, const std::string& route_template);
-  static bool match(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
-                    std::map<std::string, std::string>& params);
+  static bool match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
+                           std::map<std::string, std::string>& params);
 
   // Routes sorted by precedence (see above).
   std::vector<Route> routes_;

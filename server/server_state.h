@@ -22,12 +22,10 @@ struct ServerState {
   HttpMetrics* metrics = nullptr;
   std::atomic<bool> draining{false};
   std::atomic<size_t> inflight{0};  // requests read and not yet answered
-  // Runs a task on the handler pool (routes registered with kOffload).
-  std::function<void(std::function<void()>)> offload;
   // Runs a request's task (an offloaded handler, the start of an async
   // one with a large body, a large answer's encoding) on the lane of the
   // tenant its Authorization header names (HttpServer::set_lanes), else on
-  // the handler pool. Set with `offload`.
+  // the handler pool. Null: no pool (the task runs on the connection).
   std::function<void(std::string_view authorization, std::function<void()>)> offload_as;
   // GET /v1/stream upgrades (websocket_session.h); null: no WebSocket.
   std::shared_ptr<StreamService> streams;

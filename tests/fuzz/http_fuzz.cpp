@@ -228,25 +228,27 @@ struct Server {
 };
 
 HttpResponse serve(Server& s, HttpRequest& req) {
-  // As HttpSession::handle_request, then call_handler / handle_async.
-  Dispatch d = Dispatch::kInline;
+  // As HttpSession::handle_request: one match, then call_handler or
+  // handle_async.
+  std::optional<RouteMatch> match;
   try {
     parse_target(req.target, req.path, req.query);
-    d = s.router->dispatch_of(req.method, req.path);
+    match = s.router->match(req.method, req.path);
   } catch (const Error&) {
-    // dispatch() below reports the bad target
+    req.path.clear();  // reported below
   }
-  if (d != Dispatch::kAsync) {
+  if (!match || match->dispatch() != Dispatch::kAsync) {
     return guarded(
-        [&] {
-          if (req.path.empty()) parse_target(req.target, req.path, req.query);
-          return s.router->dispatch(req);
+        [&]() -> HttpResponse {
+          if (match) return match->call(req);
+          parse_target(req.target, req.path, req.query);  // throws: the target is bad
+          throw Error(ErrorCode::kInternal, "a request without a route match");
         },
         req);
   }
   auto reply = std::make_shared<CapturedReply>(req);
   try {
-    s.router->dispatch_async(req, reply);
+    match->call_async(req, reply);
   } catch (...) {
     HttpResponse err = guarded([]() -> HttpResponse { throw; }, req);
     reply->finish(false, [err] { return err; });

@@ -16,6 +16,7 @@
 #include "ops/op_registry.h"
 #include "scheduler/engine.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/run_job.h"
 
 namespace tensord {
 namespace {
@@ -70,7 +71,7 @@ class CudaOpsTest : public ::testing::Test {
     Tenant t(config().tenants[0]);
     for (const auto& [n, v] : stored) t.store.put(n, v.clone_host());
     JobResult r;
-    for (int i = 0; i < steps; ++i) r = e.run(t, JobSpec(s));
+    for (int i = 0; i < steps; ++i) r = testing_util::run_job(e, t, JobSpec(s));
     // Copies in plain host memory: a host tensor the engine's CPU backend
     // allocated would be freed through that backend, gone with the engine.
     auto detached = [](const Tensor& v) { return v.on_host() ? v.clone_host() : v.to_host(); };

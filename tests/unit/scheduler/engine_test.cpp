@@ -16,6 +16,7 @@
 #include "ops/fake/fake_backend.h"
 #include "tests/unit/graphs/fake_device_kernels.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/run_job.h"
 
 namespace tensord {
 namespace {
@@ -47,7 +48,7 @@ TEST(Engine, RunsAndReturnsUnstoredOutputs) {
   JobSpec s = add_job(f32({2}, {1, 2}));
   s.store["y"] = "res/y";
   {
-    JobResult r = e->run(t, std::move(s));
+    JobResult r = testing_util::run_job(*e, t, std::move(s));
     ASSERT_EQ(r.outputs.size(), 1u);
     EXPECT_EQ(r.outputs[0].first, "z");
     EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], -4.f);
@@ -74,7 +75,7 @@ TEST(Engine, FailedProgramCommitsNothing) {
   s.inputs["m"] = f32({2, 2}, {1, NAN, NAN, 1});
   s.store["y"] = "out/y";
   try {
-    e->run(t, std::move(s));
+    testing_util::run_job(*e, t, std::move(s));
     FAIL();
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kNumericalError);
@@ -92,7 +93,7 @@ TEST(Engine, InPlaceCommitsOnSuccess) {
   JobSpec s;
   s.program.nodes.push_back(node("c", "copy_", {ref("$stored/w"), ref("x")}, {}));
   s.inputs["x"] = f32({2}, {1, 2});
-  e->run(t, std::move(s));
+  testing_util::run_job(*e, t, std::move(s));
   EXPECT_FLOAT_EQ(t.store.get("w")->data_ptr<float>()[1], 2.f);
   EXPECT_EQ(t.account->used(), 8);
 }
@@ -102,13 +103,13 @@ TEST(Engine, BadStoreAndReturnNames) {
   Tenant t(config_with(2).tenants[0]);
   JobSpec s = add_job(f32({2}, {1, 2}));
   s.store["nope"] = "x";
-  EXPECT_THROW(e->run(t, std::move(s)), Error);
+  EXPECT_THROW(testing_util::run_job(*e, t, std::move(s)), Error);
   JobSpec s2 = add_job(f32({2}, {1, 2}));
   s2.store["y"] = "../evil";
-  EXPECT_THROW(e->run(t, std::move(s2)), Error);
+  EXPECT_THROW(testing_util::run_job(*e, t, std::move(s2)), Error);
   JobSpec s3 = add_job(f32({2}, {1, 2}));
   s3.return_names = std::vector<std::string>{"nope"};
-  EXPECT_THROW(e->run(t, std::move(s3)), Error);
+  EXPECT_THROW(testing_util::run_job(*e, t, std::move(s3)), Error);
   EXPECT_TRUE(t.store.list("").empty());
 }
 
@@ -119,7 +120,7 @@ TEST(Engine, QuotaOnStoreFailsWholeJob) {
   s.store["y"] = "y";
   s.store["z"] = "z";
   try {
-    e->run(t, std::move(s));
+    testing_util::run_job(*e, t, std::move(s));
     FAIL();
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kQuotaExceeded);
@@ -136,7 +137,7 @@ TEST(Engine, ManyConcurrentJobs) {
   for (int i = 0; i < 8; ++i) {
     th.emplace_back([&, i] {
       for (int k = 0; k < 20; ++k) {
-        JobResult r = e->run(t, add_job(f32({3}, {1.f * i, 2, 3})));
+        JobResult r = testing_util::run_job(*e, t, add_job(f32({3}, {1.f * i, 2, 3})));
         if (r.outputs.size() == 2 && r.outputs[1].second.data_ptr<float>()[0] == -2.f * i) ++ok;
       }
     });
@@ -150,7 +151,7 @@ TEST(Engine, ShutdownRefusesNewJobs) {
   Tenant t(config_with(2).tenants[0]);
   e->shutdown();
   try {
-    e->run(t, add_job(f32({1}, {1})));
+    testing_util::run_job(*e, t, add_job(f32({1}, {1})));
     FAIL();
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kUnavailable);
@@ -191,7 +192,7 @@ TEST(EngineAsync, CancelQueuedAndRunningJobs) {
   running->cancel("test");
   EXPECT_EQ(running->wait(), JobState::kCancelled);
   // The partition is free again.
-  JobResult r = e->run(t, add_job(f32({1}, {3})));
+  JobResult r = testing_util::run_job(*e, t, add_job(f32({1}, {3})));
   EXPECT_EQ(r.outputs.size(), 2u);
   e->shutdown();  // waits for running jobs before the tenant goes away
 }
@@ -203,7 +204,7 @@ TEST(EngineAsync, DeadlineWhileQueued) {
   JobSpec s = add_job(f32({1}, {1}));
   s.deadline_ms = 1;
   try {
-    e->run(t, std::move(s));
+    testing_util::run_job(*e, t, std::move(s));
     FAIL() << "expected deadline_exceeded";
   } catch (const Error& err) {
     EXPECT_EQ(err.code(), ErrorCode::kDeadlineExceeded);
@@ -318,7 +319,7 @@ TEST(EngineAsync, ReplaysSharingAPoolWaitAtItsGateNotOnARunner) {
   EXPECT_EQ(b->state(), JobState::kQueued);
   c->cancel("test");  // waiting at the gate: ends at once
   // The partition's second runner is free: a plain job runs while `a` does.
-  JobResult r = e->run(t, add_job(f32({1}, {5})));
+  JobResult r = testing_util::run_job(*e, t, add_job(f32({1}, {5})));
   EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[0], 10.f);
   EXPECT_EQ(a->state(), JobState::kRunning) << "the plain job did not wait for the slow replay";
   a->cancel("test");
@@ -432,7 +433,7 @@ TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost)
   JobSpec s = add_job(f32({2}, {1, 2}));  // add (device), neg (host fallback)
   s.store["y"] = "res/y";
   {
-    JobResult r = e.run(t, std::move(s));
+    JobResult r = testing_util::run_job(e, t, std::move(s));
     ASSERT_EQ(r.outputs.size(), 1u);
     ASSERT_TRUE(r.outputs[0].second.on_host());
     EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[1], -4.f);
@@ -448,7 +449,7 @@ TEST(EngineDevice, StoredResultsStayOnTheDeviceAndReturnedOnesComeBackToTheHost)
   JobSpec s2;
   s2.program.nodes.push_back(node("m", "mul", {ref("$stored/res/y"), ref("$stored/res/y")}, {"z"}));
   s2.program.outputs = {"z"};
-  JobResult r2 = e.run(t, std::move(s2));
+  JobResult r2 = testing_util::run_job(e, t, std::move(s2));
   EXPECT_EQ(f->copies_to_device(), uploads) << "the stored y is already on the device";
   ASSERT_TRUE(r2.outputs[0].second.on_host());
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 16.f);
@@ -471,7 +472,7 @@ TEST(EngineDevice, AStoredHostTensorReadOnTheDeviceMovesThereOnce) {
     return s;
   };
   const int64_t before = f->copies_to_device();
-  JobResult r = e.run(t, square());
+  JobResult r = testing_util::run_job(e, t, square());
   EXPECT_EQ(f->copies_to_device(), before + 1);
   EXPECT_FLOAT_EQ(r.outputs[0].second.data_ptr<float>()[2], 9.f);
   std::optional<Tensor> x = t.store.get("x");
@@ -480,7 +481,7 @@ TEST(EngineDevice, AStoredHostTensorReadOnTheDeviceMovesThereOnce) {
   EXPECT_EQ(t.store.version(), version) << "a relocation is not a change of value";
   EXPECT_EQ(t.account->used(), 12) << "the host copy is released";
   x.reset();
-  JobResult r2 = e.run(t, square());
+  JobResult r2 = testing_util::run_job(e, t, square());
   EXPECT_EQ(f->copies_to_device(), before + 1) << "the second job reads x on the device";
   EXPECT_FLOAT_EQ(r2.outputs[0].second.data_ptr<float>()[1], 4.f);
 }
@@ -493,7 +494,7 @@ TEST(EngineDevice, AJobBindsItsStreamWhileItRuns) {
   FakeBackend* f = fake.get();
   Engine e(std::move(fake), config_with(2));
   Tenant t(config_with(2).tenants[0]);
-  JobResult r = e.run(t, add_job(f32({2}, {1, 2})));
+  JobResult r = testing_util::run_job(e, t, add_job(f32({2}, {1, 2})));
   EXPECT_EQ(f->binds(), 1);
   EXPECT_EQ(f->unbinds(), 1);
   EXPECT_EQ(f->bound_copies(), f->copies_to_device() + f->copies_to_host())
@@ -503,7 +504,7 @@ TEST(EngineDevice, AJobBindsItsStreamWhileItRuns) {
   bad.program.nodes.push_back(node("e", "linalg.eigvalsh", {ref("x")}, {"w"}));  // NaN: fails as it runs
   bad.program.outputs = {"w"};
   bad.inputs["x"] = f32({1, 1}, {std::numeric_limits<float>::quiet_NaN()});
-  EXPECT_THROW(e.run(t, std::move(bad)), Error);
+  EXPECT_THROW(testing_util::run_job(e, t, std::move(bad)), Error);
   EXPECT_EQ(f->binds(), f->unbinds()) << "a failed job unbinds too";
 }
 

@@ -89,8 +89,7 @@ TEST(HttpServerLanes, RequestWorkRunsOnItsTenantsLane) {
     std::printf("one CPU allowed: the lane's cpus equal the pool's, only the nice tells them apart\n");
   }
   auto router = std::make_shared<Router>();
-  router->add(
-      "GET", "/where", [](HttpRequest&) { return text(where()); }, Dispatch::kOffload);
+  router->add_offloaded("GET", "/where", [](HttpRequest&) { return text(where()); });
   // Started on the pool (its body is over the inline limit of 0 bytes); the
   // answer is encoded on the pool too (heavy).
   router->add_async(

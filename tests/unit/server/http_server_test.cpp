@@ -118,15 +118,12 @@ class HttpServerTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       return text("slow done");
     });
-    router->add(
-        "GET", "/blocking",
-        [this](HttpRequest&) {
-          blocking_started = true;
-          std::unique_lock<std::mutex> lk(release_mu);
-          release_cv.wait_for(lk, std::chrono::seconds(10), [this] { return released; });
-          return text("released");
-        },
-        Dispatch::kOffload);
+    router->add_offloaded("GET", "/blocking", [this](HttpRequest&) {
+      blocking_started = true;
+      std::unique_lock<std::mutex> lk(release_mu);
+      release_cv.wait_for(lk, std::chrono::seconds(10), [this] { return released; });
+      return text("released");
+    });
     ServerOptions opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
@@ -261,6 +258,18 @@ TEST_F(HttpServerTest, BadPercentEscapeIs400) {
     EXPECT_EQ(r.result_int(), 400) << target;
     EXPECT_NE(r.body().find("\"code\":\"bad_request\""), std::string::npos) << r.body();
   }
+}
+
+TEST_F(HttpServerTest, BadQueryEscapeIs400) {
+  // The route is matched after the whole target parsed: a bad escape in
+  // the query is the request's fault, not a handler's input.
+  Client c(port());
+  for (const char* target : {"/echo/a?x=%zz", "/echo/a?x=%00", "/blocking?x=%g1"}) {
+    Response r = c.request("GET", target);
+    EXPECT_EQ(r.result_int(), 400) << target;
+    EXPECT_NE(r.body().find("\"code\":\"bad_request\""), std::string::npos) << r.body();
+  }
+  EXPECT_FALSE(blocking_started) << "no handler ran";
 }
 
 TEST_F(HttpServerTest, BodyIsDelivered) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,11 @@ Handler tagged(const std::string& tag) {
     r.body = tag;
     return r;
   };
+}
+
+// Matches the request once and calls its (inline) route, as the session does.
+HttpResponse dispatch(const Router& r, HttpRequest& req) {
+  return r.match(req.method, req.path).call(req);
 }
 
 HttpRequest request(const std::string& method, const std::string& path) {
@@ -52,7 +58,7 @@ class RouterTest : public ::testing::Test {
   // Dispatches and returns the handler's tag.
   std::string route(const std::string& method, const std::string& path) {
     last = request(method, path);
-    return router.dispatch(last).body;
+    return dispatch(router, last).body;
   }
 
   Router router;
@@ -140,7 +146,7 @@ TEST_F(RouterTest, NotFoundMessageIsSanitized) {
 
 TEST_F(RouterTest, WrongMethodIs405WithAllow) {
   HttpRequest req = request("POST", "/v1/tensors/a/b");
-  HttpResponse res = router.dispatch(req);
+  HttpResponse res = dispatch(router, req);
   EXPECT_EQ(res.status, 405);
   ASSERT_EQ(res.headers.size(), 1u);
   EXPECT_EQ(res.headers[0].first, "Allow");
@@ -150,7 +156,7 @@ TEST_F(RouterTest, WrongMethodIs405WithAllow) {
   EXPECT_EQ(req.route, "/v1/tensors/{name}");
 
   req = request("GET", "/v1/tensors:upload");
-  res = router.dispatch(req);
+  res = dispatch(router, req);
   EXPECT_EQ(res.status, 405);
   EXPECT_EQ(res.headers[0].second, "POST");
 }
@@ -164,7 +170,7 @@ TEST_F(RouterTest, HeadFallsBackToGet) {
   EXPECT_EQ(route("GET", "/v1/heads/h"), "head-get");
   // No GET, no fallback.
   HttpRequest req = request("HEAD", "/v1/tensors:upload");
-  EXPECT_EQ(router.dispatch(req).status, 405);
+  EXPECT_EQ(dispatch(router, req).status, 405);
 }
 
 TEST(Router, LiteralRouteBeatsParamRoute) {
@@ -174,20 +180,20 @@ TEST(Router, LiteralRouteBeatsParamRoute) {
   r.add("GET", "/v1/x/{a}", tagged("one"));
   r.add("GET", "/v1/x/{a...}", tagged("greedy"));
   HttpRequest req = request("GET", "/v1/tensors/special");
-  EXPECT_EQ(r.dispatch(req).body, "literal");
+  EXPECT_EQ(dispatch(r, req).body, "literal");
   req = request("GET", "/v1/tensors/other");
-  EXPECT_EQ(r.dispatch(req).body, "param");
+  EXPECT_EQ(dispatch(r, req).body, "param");
   req = request("GET", "/v1/x/a");
-  EXPECT_EQ(r.dispatch(req).body, "one");
+  EXPECT_EQ(dispatch(r, req).body, "one");
   req = request("GET", "/v1/x/a/b");
-  EXPECT_EQ(r.dispatch(req).body, "greedy");
+  EXPECT_EQ(dispatch(r, req).body, "greedy");
 }
 
 TEST(Router, MultipleParams) {
   Router r;
   r.add("GET", "/v1/{tenant}/jobs/{id}", tagged("x"));
   HttpRequest req = request("GET", "/v1/alice/jobs/42");
-  EXPECT_EQ(r.dispatch(req).body, "x");
+  EXPECT_EQ(dispatch(r, req).body, "x");
   EXPECT_EQ(req.params.at("tenant"), "alice");
   EXPECT_EQ(req.params.at("id"), "42");
 }
@@ -196,7 +202,7 @@ TEST(Router, HandlerExceptionsPropagate) {
   Router r;
   r.add("GET", "/boom", [](HttpRequest&) -> HttpResponse { throw Error(ErrorCode::kConflict, "no"); });
   HttpRequest req = request("GET", "/boom");
-  EXPECT_THROW(r.dispatch(req), Error);
+  EXPECT_THROW(dispatch(r, req), Error);
   EXPECT_EQ(req.route, "/boom");  // set before the handler runs: metrics label
 }
 
@@ -226,17 +232,17 @@ TEST(Router, AsyncRoutes) {
       },
       1024);
   r.add("GET", "/v1/graphs/{id}", tagged("info"));
-  std::string tmpl;
-  size_t inline_body = 0;
-  EXPECT_EQ(r.dispatch_of("POST", "/v1/graphs/g-1/replay", &tmpl, &inline_body), Dispatch::kAsync);
-  EXPECT_EQ(tmpl, "/v1/graphs/{id}/replay");
-  EXPECT_EQ(inline_body, 1024u);
-  EXPECT_EQ(r.dispatch_of("GET", "/v1/graphs/g-1"), Dispatch::kInline);
-  EXPECT_EQ(r.dispatch_of("GET", "/nowhere"), Dispatch::kInline);
+  RouteMatch m = r.match("POST", "/v1/graphs/g-1/replay");
+  EXPECT_EQ(m.dispatch(), Dispatch::kAsync);
+  EXPECT_EQ(m.route(), "/v1/graphs/{id}/replay");
+  EXPECT_EQ(m.inline_body_bytes(), 1024u);
+  EXPECT_EQ(r.match("GET", "/v1/graphs/g-1").dispatch(), Dispatch::kInline);
+  EXPECT_EQ(r.match("GET", "/nowhere").dispatch(), Dispatch::kInline);
+  EXPECT_EQ(r.match("GET", "/nowhere").route(), "");
 
   auto reply = std::make_shared<CapturedReply>();
   HttpRequest req = request("POST", "/v1/graphs/g-7/replay");
-  r.dispatch_async(req, reply);
+  r.match(req.method, req.path).call_async(req, reply);
   EXPECT_EQ(seen, "/v1/graphs/{id}/replay g-7");
   ASSERT_EQ(reply->answers.size(), 1u);
   EXPECT_EQ(reply->answers[0].body, "later");
@@ -245,18 +251,51 @@ TEST(Router, AsyncRoutes) {
   // A route that is not asynchronous answers through the reply at once.
   auto other = std::make_shared<CapturedReply>();
   HttpRequest get = request("GET", "/v1/graphs/g-7");
-  r.dispatch_async(get, other);
+  r.match(get.method, get.path).call_async(get, other);
   ASSERT_EQ(other->answers.size(), 1u);
   EXPECT_EQ(other->answers[0].body, "info");
 
   // Called synchronously (a bug), an asynchronous route is an internal error.
   HttpRequest sync = request("POST", "/v1/graphs/g-7/replay");
   try {
-    r.dispatch(sync);
+    dispatch(r, sync);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInternal);
   }
+}
+
+TEST(Router, OffloadedRoutesAreAsyncAndAnswerWithTheHandlersResult) {
+  Router r;
+  r.add_offloaded("PUT", "/v1/tensors/{name...}", [](HttpRequest& req) {
+    HttpResponse out;
+    out.body = req.route + " " + req.params.at("name") + " " + req.body;
+    return out;
+  });
+  r.add_offloaded("POST", "/boom", [](HttpRequest&) -> HttpResponse { throw Error(ErrorCode::kConflict, "no"); });
+  RouteMatch m = r.match("PUT", "/v1/tensors/a/b");
+  EXPECT_EQ(m.dispatch(), Dispatch::kAsync);
+  EXPECT_EQ(m.route(), "/v1/tensors/{name}");
+  // Started where the request is read, whatever the body's size: only the
+  // heavy answer (the handler's call) goes to the pool.
+  EXPECT_EQ(m.inline_body_bytes(), std::numeric_limits<size_t>::max());
+  HttpRequest req = request("PUT", "/v1/tensors/a/b");
+  req.body = "body";
+  auto reply = std::make_shared<CapturedReply>();
+  m.call_async(req, reply);
+  ASSERT_EQ(reply->answers.size(), 1u);
+  EXPECT_TRUE(reply->heavy[0]);
+  EXPECT_EQ(reply->answers[0].body, "/v1/tensors/{name} a/b body");
+  // HEAD takes the GET route as it is (no GET here: 405, inline).
+  EXPECT_EQ(r.match("HEAD", "/v1/tensors/a").dispatch(), Dispatch::kInline);
+  EXPECT_EQ(r.match("HEAD", "/v1/tensors/a").route(), "/v1/tensors/{name}");
+  r.add_offloaded("GET", "/v1/tensors/{name...}", [](HttpRequest&) { return HttpResponse{}; });
+  EXPECT_EQ(r.match("HEAD", "/v1/tensors/a").dispatch(), Dispatch::kAsync);
+  // What the handler throws comes out of the reply's make (the session
+  // maps it as any handler's error).
+  HttpRequest boom = request("POST", "/boom");
+  auto failed = std::make_shared<CapturedReply>();
+  EXPECT_THROW(r.match(boom.method, boom.path).call_async(boom, failed), Error);
 }
 
 TEST(Router, BadTemplatesAreRejected) {

@@ -1,0 +1,32 @@
+// What an asynchronous request's reply (AsyncSessionReply) needs from its
+// connection, and nothing more: running work on the connection's strand or
+// on the request's lane, and writing the answer. HttpSession implements
+// it. Included by server/*.cpp only.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "api/http_types.h"
+
+namespace tensord {
+
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+
+  // Runs f on the connection's strand.
+  virtual void post(std::function<void()> f) = 0;
+  // Runs f on the lane of the tenant `authorization` names (the request's
+  // Authorization header), else on the handler pool; on the strand when
+  // the server has no pool.
+  virtual void offload(std::string_view authorization, std::function<void()> f) = 0;
+  // On the strand: writes `out` as the answer to the request awaiting one
+  // and stops watching for the client going away. `route`: the template
+  // for the metrics and the log line; `head`: no body; `keep_alive`: what
+  // the client asked (the connection closes anyway while draining).
+  virtual void answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) = 0;
+};
+
+}  // namespace tensord

@@ -8,14 +8,16 @@ namespace tensord {
 
 void advise_huge_pages(void* p, size_t bytes) noexcept {
   if (p == nullptr || bytes < kHugePageAdviseBytes) return;
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t last = (begin + bytes) & ~(kHuge - 1);
-  if (last <= first) return;
+  constexpr size_t kHuge = size_t{2} << 20;
+  // The first 2 MiB boundary inside the buffer, and the whole pages after it
+  // (pointer arithmetic from p: no integer-to-pointer cast).
+  const size_t lead = (kHuge - reinterpret_cast<uintptr_t>(p) % kHuge) % kHuge;
+  if (bytes <= lead) return;
+  const size_t span = (bytes - lead) / kHuge * kHuge;
+  if (span == 0) return;
   // madvise needs page alignment, which 2 MiB boundaries have; a range
   // inside a malloc'd mapping splits its VMA, which munmap then frees whole.
-  (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  (void)madvise(static_cast<char*>(p) + lead, span, MADV_HUGEPAGE);
 }
 
 }  // namespace tensord

@@ -182,6 +182,15 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
     }
     net::post(*pool, std::move(task));
   };
+  state.lane_pool = [impl = impl_.get()](std::string_view authorization) -> net::thread_pool* {
+    if (!impl->lane_of || impl->lanes.empty()) return nullptr;
+    try {
+      auto it = impl->lanes.find(impl->lane_of(authorization));
+      return it == impl->lanes.end() ? nullptr : it->second.get();
+    } catch (...) {
+      return nullptr;  // a bad token: the handler answers 401 on the io thread
+    }
+  };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {
     impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
@@ -259,7 +268,12 @@ void HttpServer::run() {
   impl_->run_io();
   for (auto& t : pool) t.join();
   impl_->handlers->join();
-  for (auto& [name, lane] : impl_->lanes) lane->join();
+  // A lane also runs its tenant's connections (HttpSession::move_to_lane):
+  // kept-alive ones would hold join() until their idle timeout.
+  for (auto& [name, lane] : impl_->lanes) {
+    lane->stop();
+    lane->join();
+  }
   // Restore default signal dispositions: after run() a signal ends the process.
   beast::error_code ec;
   impl_->signals.clear(ec);

@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -79,7 +80,9 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 HttpSession::HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state)
-    : stream_(std::move(socket)), state_(std::move(state)) {}
+    : state_(std::move(state)) {
+  stream_.emplace(std::move(socket));
+}
 
 HttpSession::~HttpSession() {
   end_request();
@@ -87,7 +90,7 @@ HttpSession::~HttpSession() {
 
 void HttpSession::run() {
   // Start on the session's strand (the socket's executor).
-  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read_header(); });
+  net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->do_read_header(); });
 }
 
 void HttpSession::begin_request() {
@@ -119,8 +122,8 @@ void HttpSession::do_read_header() {
   version_ = 11;
   // The first request must arrive within header_timeout; later ones on a
   // kept-alive connection within idle_timeout.
-  stream_.expires_after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
-  http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  stream_->expires_after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
+  http::async_read_header(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->on_read_header(ec, n);
   });
 }
@@ -137,6 +140,39 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (state_->draining.load()) {
     return reply_and_close(Error(ErrorCode::kUnavailable, "server is draining for shutdown"));
   }
+  if (state_->lane_pool && move_to_lane(std::string(field_value(msg, "authorization")))) return;
+  after_header();
+}
+
+bool HttpSession::move_to_lane(const std::string& authorization) {
+  boost::asio::thread_pool* lane = state_->lane_pool(authorization);
+  if (lane == nullptr || lane == lane_) return false;
+  // The socket's descriptor leaves its reactor registration and joins the
+  // lane's: from here its reads, writes and completions run on the lane's
+  // threads, pinned to the tenant's cores (a heavy tenant's body copies no
+  // longer take the io threads other tenants' requests need).
+  beast::error_code ec;
+  const tcp::endpoint local = stream_->socket().local_endpoint(ec);
+  if (ec) return false;  // the peer is gone: the read that follows finds out
+  const auto fd = stream_->socket().release(ec);
+  if (ec) return false;
+  tcp::socket moved(net::make_strand(lane->get_executor()));
+  moved.assign(local.protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    stream_.emplace(std::move(moved));  // closed: the next operation fails and the session ends
+    lane_ = lane;
+    net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->do_close(false); });
+    return true;
+  }
+  stream_.emplace(std::move(moved));
+  lane_ = lane;
+  net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->after_header(); });
+  return true;
+}
+
+void HttpSession::after_header() {
+  const auto& msg = parser_->get();
   if (parser_->is_done()) return handle_request();
 
   // Clients that ask (curl does for large bodies) wait for 100 Continue
@@ -144,9 +180,9 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   auto expect = msg.find(http::field::expect);
   if (expect != msg.end() && iequals(expect->value(), "100-continue") && msg.version() >= 11) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_.expires_after(state_->options.header_timeout);
+    stream_->expires_after(state_->options.header_timeout);
     net::async_write(
-        stream_, net::buffer(kContinue.data(), kContinue.size()),
+        *stream_, net::buffer(kContinue.data(), kContinue.size()),
         [self = shared_from_this()](beast::error_code wec, std::size_t n) { self->on_continue_sent(wec, n); });
     return;
   }
@@ -179,10 +215,10 @@ void HttpSession::do_read_body() {
   // at most every kTimerRearm (a timerfd syscall per piece cost 19%).
   const auto now = std::chrono::steady_clock::now();
   if (now - body_timer_armed_ >= kTimerRearm) {
-    stream_.expires_after(state_->options.header_timeout);
+    stream_->expires_after(state_->options.header_timeout);
     body_timer_armed_ = now;
   }
-  http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  http::async_read_some(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
     self->on_read_body(ec, n);
   });
 }
@@ -271,9 +307,9 @@ void HttpSession::watch_disconnect() {
   if (buffer_.size() > 0) return;
   watching_ = true;
   watch_wanted_ = true;
-  stream_.socket().async_wait(
+  stream_->socket().async_wait(
       tcp::socket::wait_read,
-      net::bind_executor(stream_.get_executor(), [self = shared_from_this()](beast::error_code ec) {
+      net::bind_executor(stream_->get_executor(), [self = shared_from_this()](beast::error_code ec) {
         self->watching_ = false;
         if (ec || !self->watch_wanted_) return;  // cancelled: the handler finished first
         // Readiness alone proves nothing: an edge left over from the request's
@@ -281,7 +317,7 @@ void HttpSession::watch_disconnect() {
         // is the peer's FIN, an error other than EAGAIN a reset; no data yet
         // means watch again; data is a pipelined request (the client is there).
         char byte;
-        ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        ssize_t n = ::recv(self->stream_->socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
           if (auto reply = self->pending_reply_.lock()) reply->client_gone();
         } else if (n < 0) {
@@ -294,7 +330,7 @@ void HttpSession::stop_watching() {
   watch_wanted_ = false;
   if (!watching_) return;
   beast::error_code ec;
-  stream_.socket().cancel(ec);
+  stream_->socket().cancel(ec);
 }
 
 void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& req) {
@@ -311,8 +347,8 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
     state_->metrics->record(route_, method_, 101, seconds);
   }
   end_request();  // a stream is not a request in flight: drain does not wait for it
-  stream_.expires_never();
-  std::make_shared<WebSocketSession>(stream_.release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
+  stream_->expires_never();
+  std::make_shared<WebSocketSession>(stream_->release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
 }
 
 HttpResponse HttpSession::call_handler(HttpRequest& req, RouteMatch* match) {
@@ -332,7 +368,7 @@ HttpResponse HttpSession::call_handler(HttpRequest& req, RouteMatch* match) {
 void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool client_keep_alive) {
   // No read or write is pending until the answer: a job may take longer
   // than any I/O timeout, so the stream's timer is off until send().
-  stream_.expires_never();
+  stream_->expires_never();
   watch_disconnect();
   auto reply =
       std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, match.route(), req.request_id,
@@ -351,7 +387,7 @@ void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool clien
 }
 
 void HttpSession::post(std::function<void()> f) {
-  net::post(stream_.get_executor(), std::move(f));
+  net::post(stream_->get_executor(), std::move(f));
 }
 
 void HttpSession::offload(std::string_view authorization, std::function<void()> f) {
@@ -438,8 +474,8 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
 void HttpSession::do_write() {
   if (!serializer_) serializer_.emplace(res_);
   // Inactivity limit per chunk, as for request bodies.
-  stream_.expires_after(state_->options.header_timeout);
-  http::async_write_some(stream_, *serializer_,
+  stream_->expires_after(state_->options.header_timeout);
+  http::async_write_some(*stream_, *serializer_,
                          [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_write(ec, n); });
 }
 
@@ -459,11 +495,11 @@ void HttpSession::on_write(beast::error_code ec, std::size_t) {
 void HttpSession::do_close(bool linger) {
   end_request();
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_->socket().shutdown(tcp::socket::shutdown_send, ec);
   if (!linger || ec) return;  // the last handler's ref goes: the socket closes
   discard_ = std::make_unique<std::array<char, 16 * 1024>>();
-  stream_.expires_after(kLingerTime);
-  stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+  stream_->expires_after(kLingerTime);
+  stream_->async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
     self->on_linger(rec, n);
   });
 }
@@ -471,7 +507,7 @@ void HttpSession::do_close(bool linger) {
 void HttpSession::on_linger(beast::error_code ec, std::size_t bytes) {
   lingered_bytes_ += bytes;
   if (ec || lingered_bytes_ > kLingerMaxBytes) return;  // done: the socket closes
-  stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
+  stream_->async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
     self->on_linger(rec, n);
   });
 }

@@ -40,6 +40,14 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
  private:
   void do_read_header();
   void on_read_header(beast::error_code ec, std::size_t bytes);
+  // The headers are read: the rest of the request (its body, the answer
+  // and what follows on this connection) on the current strand.
+  void after_header();
+  // Moves the socket to `lane`'s threads (a new strand there) when the
+  // request's tenant has a lane other than the one the socket is on;
+  // returns whether it moved (after_header then runs on the new strand).
+  // Nothing is pending on the socket when it is called.
+  bool move_to_lane(const std::string& authorization);
   void on_continue_sent(beast::error_code ec, std::size_t bytes);
   void do_read_body();
   void on_read_body(beast::error_code ec, std::size_t bytes);
@@ -84,7 +92,10 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   static constexpr size_t kBodyBufferBytes = 1 << 20;
   static constexpr std::chrono::milliseconds kTimerRearm{500};
 
-  beast::tcp_stream stream_;
+  // In an optional so that move_to_lane can rebuild it on another executor
+  // (a Beast stream cannot be reassigned).
+  std::optional<beast::tcp_stream> stream_;
+  boost::asio::thread_pool* lane_ = nullptr;  // whose threads run the socket; null: the io threads
   beast::flat_buffer buffer_;
   std::chrono::steady_clock::time_point body_timer_armed_{};
   std::shared_ptr<ServerState> state_;

@@ -10,6 +10,10 @@
 
 #include "server/http_server.h"
 
+namespace boost::asio {
+class thread_pool;
+}
+
 namespace tensord {
 
 class HttpMetrics;
@@ -27,6 +31,10 @@ struct ServerState {
   // tenant its Authorization header names (HttpServer::set_lanes), else on
   // the handler pool. Null: no pool (the task runs on the connection).
   std::function<void(std::string_view authorization, std::function<void()>)> offload_as;
+  // The lane whose threads run a connection's socket I/O once a request
+  // names its tenant (HttpSession moves the socket there), or null: the
+  // io threads keep it. Null function: no lanes.
+  std::function<boost::asio::thread_pool*(std::string_view authorization)> lane_pool;
   // GET /v1/stream upgrades (websocket_session.h); null: no WebSocket.
   std::shared_ptr<StreamService> streams;
 };

@@ -139,6 +139,83 @@ TEST(HttpServerLanes, RequestWorkRunsOnItsTenantsLane) {
   EXPECT_EQ(thread_cpus(), all) << "the test's own thread is untouched";
 }
 
+// Sends each of `raws` on one kept-alive connection; the answers' "status body".
+std::vector<std::string> requests_on_one_connection(uint16_t port, const std::vector<std::string>& raws) {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  boost::beast::flat_buffer buf;
+  std::vector<std::string> out;
+  for (const auto& raw : raws) {
+    net::write(s, net::buffer(raw));
+    http::response<http::string_body> res;
+    do {  // a 100 Continue comes first when the request asked for it
+      res = {};
+      http::read(s, buf, res);
+    } while (res.result_int() / 100 == 1);
+    out.push_back(std::to_string(res.result_int()) + " " + res.body());
+  }
+  return out;
+}
+
+std::string raw_request(const std::string& method, const std::string& target, const std::string& auth,
+                        const std::string& body, bool expect_continue = false) {
+  std::string raw = method + " " + target + " HTTP/1.1\r\nHost: t\r\n";
+  if (!auth.empty()) raw += "Authorization: " + auth + "\r\n";
+  if (expect_continue) raw += "Expect: 100-continue\r\n";
+  return raw + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The connection's socket I/O moves to its tenant's lane once a request
+// names it: an inline handler (which runs on the connection's strand) then
+// runs on the lane's pinned threads; a connection naming no lane stays on
+// the io threads. Bodies, 100-continue and kept-alive requests work after
+// the move.
+TEST(HttpServerLanes, ConnectionsMoveToTheirTenantsLane) {
+  const std::vector<int> all = thread_cpus();
+  ASSERT_FALSE(all.empty());
+  const int base_nice = thread_nice();
+  const int lane_cpu = all.back();
+  auto router = std::make_shared<Router>();
+  router->add("GET", "/here", [](HttpRequest&) { return text(where()); });
+  router->add("POST", "/echo", [](HttpRequest& req) { return text(where() + "|" + std::to_string(req.body.size())); });
+  ServerOptions opts;
+  opts.port = 0;
+  opts.io_threads = 2;
+  HttpServer server(opts, router);
+  std::map<std::string, HttpServer::Lane> lanes;
+  lanes["lane-a"] = HttpServer::Lane{{lane_cpu}, 1};
+  lanes["lane-b"] = HttpServer::Lane{{all.front()}, 1};
+  server.set_lanes(std::move(lanes), [](std::string_view auth) -> std::string {
+    if (auth == "Bearer a") return "lane-a";
+    if (auth == "Bearer b") return "lane-b";
+    return "";
+  });
+  std::thread t([&server] { server.run(); });
+  const std::string lane_a = std::to_string(lane_cpu) + ";" + std::to_string(std::max(base_nice, kComputeNice));
+  const std::string lane_b = std::to_string(all.front()) + ";" + std::to_string(std::max(base_nice, kComputeNice));
+  std::string io;
+  for (int c : all) io += (io.empty() ? "" : ",") + std::to_string(c);
+  io += ";" + std::to_string(base_nice);
+
+  EXPECT_EQ(request(server.port(), "GET", "/here", "Bearer a"), "200 " + lane_a);
+  EXPECT_EQ(request(server.port(), "GET", "/here", ""), "200 " + io) << "no lane: the io threads";
+  const std::string body(3 << 20, 'x');  // several reads on the lane
+  auto answers = requests_on_one_connection(
+      server.port(), {raw_request("GET", "/here", "", ""), raw_request("GET", "/here", "Bearer a", ""),
+                      raw_request("POST", "/echo", "Bearer a", body, true), raw_request("GET", "/here", "", ""),
+                      raw_request("GET", "/here", "Bearer b", "")});
+  ASSERT_EQ(answers.size(), 5u);
+  EXPECT_EQ(answers[0], "200 " + io);
+  EXPECT_EQ(answers[1], "200 " + lane_a) << "moved on its first request naming the lane";
+  EXPECT_EQ(answers[2], "200 " + lane_a + "|" + std::to_string(body.size())) << "a body read on the lane";
+  EXPECT_EQ(answers[3], "200 " + lane_a) << "a request naming no lane leaves it where it is";
+  EXPECT_EQ(answers[4], "200 " + lane_b) << "another tenant's lane: moved again";
+
+  server.request_stop();
+  t.join();
+}
+
 TEST(HttpServerLanes, SetLanesAfterRunThrows) {
   auto router = std::make_shared<Router>();
   ServerOptions opts;

@@ -97,6 +97,9 @@ format-check: deps
 	if [ -n "$$bad" ]; then echo "format-check: not clang-format clean (run make format):$$bad"; rc=1; \
 	else echo "format-check: $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | wc -l) files clean"; fi; \
 	scripts/check-file-size.sh || rc=1; \
+	if ! git ls-files '*.py' | xargs /usr/bin/python3 -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]'; then \
+	  echo "format-check: a Python file does not compile (above)"; rc=1; \
+	else echo "format-check: $$(git ls-files '*.py' | wc -l) Python files compile"; fi; \
 	exit $$rc
 
 # clang-tidy's curated set (.clang-tidy: bugprone, performance, the naming

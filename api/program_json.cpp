@@ -435,7 +435,8 @@ std::string job_accepted_to_json(const std::string& id) {
 std::string job_status_to_json(const Job& job, bool use_b64) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
-  JobState st = job.state();
+  const JobState st = job.observed_state();
+  const bool ended = is_final(st);
   w.StartObject();
   w.Key("id");
   w.String(job.id());
@@ -449,7 +450,7 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
   w.Double(job.queue_ms());
   w.Key("run_ms");
   w.Double(job.run_ms());
-  if (auto e = job.error()) {
+  if (auto e = ended ? job.error() : std::nullopt) {
     w.Key("error");
     w.StartObject();
     w.Key("code");
@@ -462,7 +463,7 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
     }
     w.EndObject();
   }
-  if (auto r = job.result()) {
+  if (auto r = ended ? job.result() : nullptr) {
     write_outputs(w, *r, true, use_b64);
     // The stored result has no times (Engine::result_of adds them for a
     // waiting caller): the job's own.

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
-
-(Long file: one script an operator runs end to end; its traffic roles share
-the tenants' config, the pacing and the statistics, and splitting them into
-modules would make a package of a benchmark.)
+# (Long file: one script an operator runs end to end; its traffic roles share
+# the tenants' config, the pacing and the statistics, and splitting them into
+# modules would make a package of a benchmark.)
 """Load test of the real binary (issue 15), loopback only, bounded in
 requests and in time: it starts its own tensord, drives it with several
 tenants at once, and prints what an operator wants to know afterwards.

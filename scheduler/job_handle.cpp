@@ -23,6 +23,11 @@ JobState Job::state() const {
   return state_;
 }
 
+JobState Job::observed_state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return is_final(state_) && !finalized_ ? JobState::kRunning : state_;
+}
+
 bool Job::start() {
   std::lock_guard<std::mutex> lk(mu_);
   if (state_ != JobState::kQueued) return false;

@@ -43,6 +43,11 @@ class Job {
   Clock::time_point created() const { return created_; }
 
   JobState state() const;
+  // The state a client is shown (GET /v1/jobs/{id}): a job that has ended
+  // but whose end is still being recorded (on_final: metrics, the trace's
+  // run span) reads as running, so a client that sees it ended finds it
+  // in /metrics and /v1/trace.
+  JobState observed_state() const;
   // queued -> running; false if the job already ended (cancelled while queued).
   bool start();
   void succeed(JobResult r);

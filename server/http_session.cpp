@@ -79,8 +79,7 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-HttpSession::HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state)
-    : state_(std::move(state)) {
+HttpSession::HttpSession(tcp::socket&& socket, std::shared_ptr<ServerState> state) : state_(std::move(state)) {
   stream_.emplace(std::move(socket));
 }
 
@@ -123,9 +122,9 @@ void HttpSession::do_read_header() {
   // The first request must arrive within header_timeout; later ones on a
   // kept-alive connection within idle_timeout.
   stream_->expires_after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
-  http::async_read_header(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-    self->on_read_header(ec, n);
-  });
+  http::async_read_header(
+      *stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_read_header(ec, n); });
 }
 
 void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
@@ -348,7 +347,8 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
   }
   end_request();  // a stream is not a request in flight: drain does not wait for it
   stream_->expires_never();
-  std::make_shared<WebSocketSession>(stream_->release_socket(), state_->streams, std::move(viewer))->run(std::move(msg));
+  std::make_shared<WebSocketSession>(stream_->release_socket(), state_->streams, std::move(viewer))
+      ->run(std::move(msg));
 }
 
 HttpResponse HttpSession::call_handler(HttpRequest& req, RouteMatch* match) {

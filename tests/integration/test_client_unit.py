@@ -484,33 +484,6 @@ def test_large_bodies_go_out_from_the_arrays(fake):
     assert body == st.encode({"big": big})
 
 
-def test_large_json_bodies_carry_the_encoders_base64_bytes(fake):
-    # transport="json": the body is JSON text around each tensor's base64
-    # bytes (tensord._jsonbody), byte for byte what json.dumps would write.
-    c = tensord.Client(fake.url, transport="json")
-    big = np.random.default_rng(1).standard_normal((512, 1024)).astype(np.float32)
-    c.put("big", big)
-    te, n, body = fake.bodies[-1]
-    assert te is None and n == len(body)
-    assert body == json.dumps(tensord.to_json_tensor(big)).encode()
-    doc = json.loads(body)
-    assert np.array_equal(tensord.from_json_tensor(doc), big)
-
-
-def test_json_body_pieces_match_json_dumps_for_nested_and_lookalike_values():
-    from tensord import _jsonbody
-    a = np.arange(7, dtype=np.int16)
-    b = np.ones((3, 2), np.float64)
-    doc = {"program": {"nodes": [], "note": "tensord-b64-0000-0 \u00e9\""},
-           "inputs": {"a": {"dtype": "int16", "shape": [7], "b64": _jsonbody.RawB64(memoryview(a).cast("B"))},
-                      "b": [{"b64": _jsonbody.RawB64(memoryview(b).cast("B"))}, 3, None]}}
-    parts, total = _jsonbody.dumps_parts(doc)
-    text = b"".join(bytes(p) for p in parts)
-    assert total == len(text)
-    assert text == json.dumps(_jsonbody.plain(doc)).encode()
-    assert len(parts) == 5  # three pieces of text around two tensors' bytes
-
-
 def test_answers_are_read_into_one_buffer_on_a_kept_alive_connection(fake):
     c = tensord.Client(fake.url)
     a = c.get("x")

@@ -206,10 +206,11 @@ int serve(int64_t numel, int tensors, int reps, int threads, tensord::CpuBackend
         }
         const long f0 = minor_faults();
         const double dt = run->step();
+        const int64_t elems = numel / tensors * tensors;
         std::printf(
             "{\"kind\": \"step\", \"optimizer\": \"%s\", \"ms\": %.3f, \"page_faults\": %ld, \"bytes\": %.0f}\n",
             c->label.c_str(), dt * 1e3, minor_faults() - f0,
-            static_cast<double>(c->streams) * 4.0 * static_cast<double>(numel / tensors * tensors));
+            static_cast<double>(c->streams) * 4.0 * static_cast<double>(elems));
       }
     } else {
       std::printf("{\"kind\": \"error\", \"message\": \"unknown command\"}\n");

@@ -18,9 +18,12 @@ Each round measures, back to back, the copy bandwidth, one kernel step
 (optim_kernel_bench --serve, the server allocator) and one server step, so
 all three see the same moment of a shared machine; ratios are medians of
 the per-round ratios. The server's minor page faults per step come from
-/proc/<pid>/stat.
+/proc/<pid>/stat; "outside the op" is the job's run span minus its one op
+span, both from /v1/trace (validation, allocation and the fused pass are
+inside the op; the commit and the job's releases outside).
 
     python3 bench/optim.py [--build build] [--reps 7] [--server-reps 15] [--write-readme]
+    python3 bench/optim.py --server-only [--tensord other/build/tensord]   # the in-server table alone
 """
 
 import argparse
@@ -122,6 +125,17 @@ def safetensors_body(tensors):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
+def outside_op_ms(session, url):
+    """The last job's run span minus its op span (ms), from /v1/trace."""
+    evs = session.get(url + "/v1/trace?last=20", timeout=30).json()
+    evs = evs["traceEvents"] if isinstance(evs, dict) else evs
+    last = {}
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") in ("job", "op") and e["ts"] >= last.get(e["cat"], {}).get("ts", -1):
+            last[e["cat"]] = e
+    return (last["job"]["dur"] - last["op"]["dur"]) / 1e3
+
+
 def minor_faults(pid):
     with open("/proc/%d/stat" % pid) as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10, minflt
@@ -156,9 +170,11 @@ def request_grads_rounds(url, ks, prefix, tensors, per, reps, rng):
     """Adam with its gradients sent in each request (the client's
     opt.step(numpy arrays)): the same stored parameters and state."""
     import numpy as np
+    import requests
     sys.path.insert(0, os.path.join(REPO, "clients", "python"))
     from tensord import Client
     c = Client(url)
+    trace = requests.Session()
     opt = c.optimizer("adam", params=["%s/w%d" % (prefix, i) for i in range(tensors)], state=prefix + "/st")
     grads = [rng.standard_normal(per, dtype=np.float32) for _ in range(tensors)]
     opt.step(grads)
@@ -167,8 +183,9 @@ def request_grads_rounds(url, ks, prefix, tensors, per, reps, rng):
         cp = ks.ask("copy")
         k = ks.ask("step adam")
         opt.step(grads)
+        run_ms = float(c.last_job["run_ms"])
         floor = k["bytes"] / (max(cp["memcpy_GBps"], cp["stream_GBps"]) * 1e9) * 1e3
-        rows.append((float(c.last_job["run_ms"]), k["ms"], floor, 0))
+        rows.append((run_ms, k["ms"], floor, 0, outside_op_ms(trace, url)))
     return summarize(rows, faults=None)
 
 
@@ -177,7 +194,7 @@ def summarize(rows, faults=True):
     return {"run_ms": med(r[0] for r in rows), "kernel_ms": med(r[1] for r in rows),
             "floor_ms": med(r[2] for r in rows), "x_floor": med(r[0] / r[2] for r in rows),
             "kernel_x_floor": med(r[1] / r[2] for r in rows), "vs_kernel": med(r[0] / r[1] for r in rows),
-            "faults": med(r[3] for r in rows) if faults else None}
+            "faults": med(r[3] for r in rows) if faults else None, "outside_ms": med(r[4] for r in rows)}
 
 
 def server_bench(tensord, kernel_binary, reps, numel, tensors):
@@ -214,7 +231,8 @@ def server_bench(tensord, kernel_binary, reps, numel, tensors):
                 f0 = minor_faults(proc.pid)
                 r = s.post(url + "/v1/run", json={"program": prog}, timeout=120)
                 r.raise_for_status()
-                return r.json()["job"]["run_ms"], minor_faults(proc.pid) - f0
+                faults = minor_faults(proc.pid) - f0
+                return r.json()["job"]["run_ms"], faults, outside_op_ms(s, url)
 
             for _ in range(2):  # state creation, then the first step over cached blocks
                 server_step()
@@ -223,9 +241,9 @@ def server_bench(tensord, kernel_binary, reps, numel, tensors):
             for _ in range(reps):
                 c = ks.ask("copy")
                 k = ks.ask("step " + label)
-                run_ms, faults = server_step()
+                run_ms, faults, outside = server_step()
                 floor = k["bytes"] / (max(c["memcpy_GBps"], c["stream_GBps"]) * 1e9) * 1e3
-                rows.append((run_ms, k["ms"], floor, faults))
+                rows.append((run_ms, k["ms"], floor, faults, outside))
             out[label] = summarize(rows)
             if label == "adam":
                 out["adam, grads in the request"] = request_grads_rounds(url, ks, prefix, tensors, per, reps, rng)
@@ -239,12 +257,12 @@ def server_bench(tensord, kernel_binary, reps, numel, tensors):
 
 
 def server_table(res, reps):
-    lines = ["| optimizer | server run_ms | kernel ms (same rounds) | floor ms | run_ms / floor | kernel / floor | "
-             "run_ms / kernel | server page faults per step |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| optimizer | server run_ms | outside the op ms | kernel ms (same rounds) | floor ms | run_ms / floor | "
+             "kernel / floor | run_ms / kernel | server page faults per step |", "|---|---|---|---|---|---|---|---|---|"]
     for label, r in res.items():
-        lines.append("| %s | %.2f | %.2f | %.2f | **%.2f** | %.2f | %.2f | %s |" % (
-            label, r["run_ms"], r["kernel_ms"], r["floor_ms"], r["x_floor"], r["kernel_x_floor"], r["vs_kernel"],
-            "-" if r["faults"] is None else "%d" % r["faults"]))
+        lines.append("| %s | %.2f | %.2f | %.2f | %.2f | **%.2f** | %.2f | %.2f | %s |" % (
+            label, r["run_ms"], r["outside_ms"], r["kernel_ms"], r["floor_ms"], r["x_floor"], r["kernel_x_floor"],
+            r["vs_kernel"], "-" if r["faults"] is None else "%d" % r["faults"]))
     return "\n".join(lines)
 
 
@@ -259,15 +277,16 @@ def main():
     ap.add_argument("--tensors", type=int, default=4)
     ap.add_argument("--server-reps", type=int, default=15, help="rounds of the in-server table")
     ap.add_argument("--server-only", action="store_true", help="only the in-server table (no torch, no README)")
+    ap.add_argument("--tensord", help="the server binary (default: <build>/tensord; another build, for before/after)")
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "optim_kernel_bench")
     if not os.path.exists(binary):
         print("optim: %s not built (ninja -C %s optim_kernel_bench); skipping" % (binary, args.build))
         return 0
+    tensord = args.tensord or os.path.join(args.build, "tensord")
     if args.server_only:
-        print(server_table(server_bench(os.path.join(args.build, "tensord"), binary, args.server_reps, args.numel,
-                                        args.tensors), args.server_reps))
+        print(server_table(server_bench(tensord, binary, args.server_reps, args.numel, args.tensors), args.server_reps))
         return 0
     try:
         torch_ms, torch_version = torch_bench(args.reps, args.numel, args.tensors)
@@ -282,7 +301,6 @@ def main():
              "class; `plain malloc`: a fresh aligned_alloc per buffer, whose pages the kernel must fault in and "
              "zero on every step.\n\n"
              % (args.numel >> 20, args.tensors, args.reps))
-    tensord = os.path.join(args.build, "tensord")
     if os.path.exists(tensord):
         load0 = os.getloadavg()[0]
         res = server_bench(tensord, binary, args.server_reps, args.numel, args.tensors)

@@ -11,6 +11,7 @@
 
 #include "ops/error.h"
 #include "scheduler/engine.h"
+#include "tests/unit/scheduler/run_job.h"
 #include "tests/unit/graphs/program_builder.h"
 
 namespace tensord {
@@ -59,7 +60,7 @@ TEST(EngineInputs, ARequestBodyInputIsReleasedOnceTheJobEnds) {
   Tenant t(one_tenant().tenants[0]);
   t.store.put("w", f32({4}, {1, 2, 3, 4}));
   std::weak_ptr<const void> body;
-  e.run(t, step_with(body_view(&body, 4, 10.f)));
+  testing_util::run_job(e, t, step_with(body_view(&body, 4, 10.f)));
   EXPECT_FLOAT_EQ(t.store.get("w")->data_ptr<float>()[0], 1.f - 1e-3f * 10.f);
   EXPECT_TRUE(released_within(body, std::chrono::seconds(10))) << "the body outlived its job";
   EXPECT_EQ(t.account->used(), 32) << "w and its momentum buffer";
@@ -71,7 +72,7 @@ TEST(EngineInputs, AFailedJobReleasesItsBodyInputToo) {
   t.store.put("w", f32({4}, {1, 2, 3, 4}));
   t.store.put("s/w/momentum_buffer", f32({3}, {0, 0, 0}));  // the kernel finds it has another shape
   std::weak_ptr<const void> body;
-  EXPECT_THROW(e.run(t, step_with(body_view(&body, 4, 1.f))), Error);
+  EXPECT_THROW(testing_util::run_job(e, t, step_with(body_view(&body, 4, 1.f))), Error);
   EXPECT_TRUE(released_within(body, std::chrono::seconds(10)));
   EXPECT_FLOAT_EQ(t.store.get("w")->data_ptr<float>()[1], 2.f);
 }
@@ -83,7 +84,7 @@ TEST(EngineInputs, AChargedInputIsReleasedBeforeTheCallerWakes) {
   Tensor g = f32({4}, {1, 1, 1, 1});
   g.storage()->charge(t.account);
   ASSERT_EQ(t.account->used(), 32);
-  e.run(t, step_with(std::move(g)));
+  testing_util::run_job(e, t, step_with(std::move(g)));
   // No waiting: run() returns once the job has woken it.
   EXPECT_EQ(t.account->used(), 32) << "w and its momentum buffer only: the charged input is released";
 }

@@ -15,19 +15,6 @@
 
 namespace tensord {
 
-struct GraphCaptureRequest {
-  Program program;
-  std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
-  std::string pool;                          // share the pool of this graph; empty: a new pool
-  std::string name;                          // optional model name (API.md 11); empty: none
-  // "ranks": R or [r0, r1, ...] (API.md 8): an SPMD graph (count or ranks
-  // set; no inputs). Inputs whose shapes differ across ranks are declared
-  // {"per_rank": [{dtype, shape}, ...]}, one per rank of the group, in its
-  // order; they are in `per_rank`, not in `inputs`.
-  std::optional<SpmdRequest> spmd;
-  std::map<std::string, std::vector<TensorMeta>> per_rank;
-};
-
 // {program, inputs?: {name: {dtype, shape} | {per_rank: [...]}}, pool?: "<graph id>", name?, ranks?}.
 // A name is 1..128 of [A-Za-z0-9_.-], not only dots (a path segment "..")
 // and not shaped like a graph id ("g-" and digits), which it would shadow.

@@ -39,6 +39,7 @@ struct Engine::Work {
   std::atomic<bool> admitted{false};                 // holds the pool's gate (replay_async)
   Clock::time_point deadline = Clock::time_point::max();
   std::vector<std::string> returns;
+  std::function<void(const ExecOptions&)> task;  // run_task_async: runs instead of a program
   const CompiledProgram& program() const {
     if (spmd) return *spmd->programs[0];
     return shared_cp ? *shared_cp : cp;
@@ -290,103 +291,111 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
       // The job's stream orders its memory and host copies (a device's); the
       // values below are released while it is bound.
       ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
-      ExecResult er;
-      std::vector<ExecResult> members;  // an SPMD job's, in its group's order
-      std::vector<size_t> shown;        // its members whose values this server answers with
-      if (w.spmd) {
-        static const SpmdRequest kGraphReplay;  // a replay of an SPMD graph may say no "ranks"
-        const SpmdRequest& sr = w.spec.spmd ? *w.spec.spmd : kGraphReplay;
-        SpmdRun run;
-        run.plan = w.spmd.get();
-        run.spec = &w.spec;
-        run.peers = peers_;
-        run.part = sr.part_members;
-        run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
-        if (w.spmd_graph) {
-          // Each member's replay plan on its rank (its own pool: the ranks
-          // run at once; the first member's gate admits one replay).
-          run.run_member = [&w](size_t i, const ExecOptions& o) {
-            const GraphMember& m = w.spmd_graph->members[i];
-            std::lock_guard<std::mutex> lk(m.pool->run_mutex());
-            return m.plan->run(w.spmd->inputs[i], o);
-          };
-        }
-        std::vector<bool> ran;
-        try {
-          members = run_spmd(run, *ranks_, eo, job.cancel_flag(), ran);
-        } catch (const Error& e) {
-          if (sr.part_key.empty()) spmd_key(w.spmd->group, true);  // the next job meets in a fresh group
-          if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
-          throw;
-        } catch (...) {
-          if (sr.part_key.empty()) spmd_key(w.spmd->group, true);
-          throw;
-        }
-        // Stored writes are replicated (plan_spmd checked): each server
-        // commits those of its first member to its own store.
-        size_t first = 0;
-        while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
-        if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
-        er = members[first];
-        for (size_t i = 0; i < ran.size(); ++i) {
-          if (sr.part_members.empty()
-                  ? ran[i]
-                  : std::find(sr.part_members.begin(), sr.part_members.end(), i) != sr.part_members.end()) {
-            shown.push_back(i);
-          }
-        }
-      } else if (w.plan) {
-        // Graphs sharing a pool share its buffers: one replay at a time.
-        std::lock_guard<std::mutex> lk(w.pool->run_mutex());
-        er = w.plan->run(w.spec.inputs, eo);
+      if (w.task) {
+        w.task(eo);
+        if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
+        r.id = job.id();
+        r.partition = job.partition();
+        r.backend = std::string(backend_->name());
       } else {
-        er = execute_program(w.program(), w.spec.inputs, eo);
-      }
-      // A device's kernels run asynchronously on the job's stream: done
-      // before their results are committed, returned or read by other jobs.
-      if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
-
-      // Commit: stored outputs and in-place writes, all or nothing.
-      std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
-      std::set<std::string> written;
-      for (const auto& wr : writes) written.insert(wr.first);
-      for (const auto& [name, stored_name] : w.spec.store) {
-        if (written.count(stored_name)) {
-          throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
-        }
-        for (const auto& [o, t] : er.outputs) {
-          if (o == name) {
-            writes.emplace_back(stored_name, t);
-            break;
+        ExecResult er;
+        std::vector<ExecResult> members;  // an SPMD job's, in its group's order
+        std::vector<size_t> shown;        // its members whose values this server answers with
+        if (w.spmd) {
+          static const SpmdRequest kGraphReplay;  // a replay of an SPMD graph may say no "ranks"
+          const SpmdRequest& sr = w.spec.spmd ? *w.spec.spmd : kGraphReplay;
+          SpmdRun run;
+          run.plan = w.spmd.get();
+          run.spec = &w.spec;
+          run.peers = peers_;
+          run.part = sr.part_members;
+          run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
+          if (w.spmd_graph) {
+            // Each member's replay plan on its rank (its own pool: the ranks
+            // run at once; the first member's gate admits one replay).
+            run.run_member = [&w](size_t i, const ExecOptions& o) {
+              const GraphMember& m = w.spmd_graph->members[i];
+              std::lock_guard<std::mutex> lk(m.pool->run_mutex());
+              return m.plan->run(w.spmd->inputs[i], o);
+            };
           }
-        }
-      }
-      if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
-      tenant.store.commit(std::move(writes));
-      // Stored tensors the job copied to the device live there from now on
-      // (where they are still the same tensor): the next job reads them
-      // without a copy, as a torch user keeps tensors on the GPU.
-      for (auto& rl : er.relocated) tenant.store.relocate(rl.name, rl.from, std::move(rl.to));
-
-      r.id = job.id();
-      r.partition = job.partition();
-      r.program_sha256 = w.spec.program_sha256;
-      r.backend = std::string(backend_->name());
-      r.libraries = libraries_;
-      r.plan_peak_bytes = w.program().peak_bytes;
-      r.spmd = w.spmd != nullptr;
-      for (const auto& name : w.returns) {
-        for (size_t k = 0; k < er.outputs.size(); ++k) {
-          if (er.outputs[k].first != name) continue;
-          r.outputs.emplace_back(name, er.outputs[k].second.to_host());  // a device result is copied out
-          if (r.spmd) {
-            std::vector<Tensor> each;
-            if (!w.spmd->is_replicated_output(name)) {
-              for (size_t i : shown) each.push_back(members[i].outputs[k].second.to_host());
+          std::vector<bool> ran;
+          try {
+            members = run_spmd(run, *ranks_, eo, job.cancel_flag(), ran);
+          } catch (const Error& e) {
+            if (sr.part_key.empty()) spmd_key(w.spmd->group, true);  // the next job meets in a fresh group
+            if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
+            throw;
+          } catch (...) {
+            if (sr.part_key.empty()) spmd_key(w.spmd->group, true);
+            throw;
+          }
+          // Stored writes are replicated (plan_spmd checked): each server
+          // commits those of its first member to its own store.
+          size_t first = 0;
+          while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
+          if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
+          er = members[first];
+          for (size_t i = 0; i < ran.size(); ++i) {
+            if (sr.part_members.empty()
+                    ? ran[i]
+                    : std::find(sr.part_members.begin(), sr.part_members.end(), i) != sr.part_members.end()) {
+              shown.push_back(i);
             }
-            r.per_rank.push_back(std::move(each));
           }
-          break;  // listed twice: returned once
+        } else if (w.plan) {
+          // Graphs sharing a pool share its buffers: one replay at a time.
+          std::lock_guard<std::mutex> lk(w.pool->run_mutex());
+          er = w.plan->run(w.spec.inputs, eo);
+        } else {
+          er = execute_program(w.program(), w.spec.inputs, eo);
+        }
+        // A device's kernels run asynchronously on the job's stream: done
+        // before their results are committed, returned or read by other jobs.
+        if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
+
+        // Commit: stored outputs and in-place writes, all or nothing.
+        std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
+        std::set<std::string> written;
+        for (const auto& wr : writes) written.insert(wr.first);
+        for (const auto& [name, stored_name] : w.spec.store) {
+          if (written.count(stored_name)) {
+            throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
+          }
+          for (const auto& [o, t] : er.outputs) {
+            if (o == name) {
+              writes.emplace_back(stored_name, t);
+              break;
+            }
+          }
+        }
+        if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
+        tenant.store.commit(std::move(writes));
+        // Stored tensors the job copied to the device live there from now on
+        // (where they are still the same tensor): the next job reads them
+        // without a copy, as a torch user keeps tensors on the GPU.
+        for (auto& rl : er.relocated) tenant.store.relocate(rl.name, rl.from, std::move(rl.to));
+
+        r.id = job.id();
+        r.partition = job.partition();
+        r.program_sha256 = w.spec.program_sha256;
+        r.backend = std::string(backend_->name());
+        r.libraries = libraries_;
+        r.plan_peak_bytes = w.program().peak_bytes;
+        r.spmd = w.spmd != nullptr;
+        for (const auto& name : w.returns) {
+          for (size_t k = 0; k < er.outputs.size(); ++k) {
+            if (er.outputs[k].first != name) continue;
+            r.outputs.emplace_back(name, er.outputs[k].second.to_host());  // a device result is copied out
+            if (r.spmd) {
+              std::vector<Tensor> each;
+              if (!w.spmd->is_replicated_output(name)) {
+                for (size_t i : shown) each.push_back(members[i].outputs[k].second.to_host());
+              }
+              r.per_rank.push_back(std::move(each));
+            }
+            break;  // listed twice: returned once
+          }
         }
       }
     }  // the executor's values are released here, before anyone is woken
@@ -417,6 +426,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   w.plan.reset();
   w.spmd.reset();
   w.spmd_graph.reset();
+  w.task = nullptr;
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
   metrics_->ops_ran(ops);
   metrics_->tenant_busy(job.tenant(), job.partition(), running_->remove(job, RunningJobs::Clock::now()));
@@ -448,6 +458,21 @@ void Engine::record_end(const Job& job) {
                            job.queue_ms() / 1e3, job.run_ms() / 1e3);
   }
   engine_trace::job_ended(job);
+}
+
+std::shared_ptr<Job> Engine::run_task_async(Tenant& tenant, const std::string& request_id,
+                                            std::function<void(const ExecOptions&)> task,
+                                            std::function<void(Job&)> done) {
+  auto w = std::make_shared<Work>();
+  w->tenant = &tenant;
+  w->spec.request_id = request_id;
+  w->task = std::move(task);
+  w->job =
+      std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition, request_id);
+  std::shared_ptr<Job> job = submit_prepared(tenant, w);
+  Job* j = job.get();  // the callback is the job's own: it cannot outlive it
+  job->on_end([j, done = std::move(done)] { done(*j); });
+  return job;
 }
 
 JobResult Engine::result_of(Job& job) {

@@ -42,6 +42,7 @@ class RankWorkers;
 class CollectiveMetrics;
 class SpmdPeers;
 struct SpmdGraph;
+struct ExecOptions;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -94,6 +95,14 @@ class Engine {
   // of the graph at a time).
   std::shared_ptr<Job> replay_spmd_async(Tenant& tenant, std::shared_ptr<const SpmdGraph> graph, JobSpec spec,
                                          std::function<void(Job&)> done);
+  // Work that is not a program (a graph's capture: compile, allocate, bind)
+  // as a job on the tenant's partition: queued behind the tenant's other
+  // jobs, cancellable while queued, counted, traced and logged like any
+  // job. `task` runs on a partition runner with the partition's execution
+  // context (backend, device, stream, the tenant's memory account); what it
+  // throws fails the job. `done` as for run_async.
+  std::shared_ptr<Job> run_task_async(Tenant& tenant, const std::string& request_id,
+                                      std::function<void(const ExecOptions&)> task, std::function<void(Job&)> done);
   // A job that ended: its result, with its queue and run times, moved out;
   // or its error thrown.
   static JobResult result_of(Job& job);

@@ -67,4 +67,18 @@ struct JobResult {
   std::vector<std::vector<Tensor>> per_rank;
 };
 
+// POST /v1/graphs (API.md 4.3): what api/ parses a capture body into.
+struct GraphCaptureRequest {
+  Program program;
+  std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
+  std::string pool;                          // share the pool of this graph; empty: a new pool
+  std::string name;                          // optional model name (API.md 11); empty: none
+  // "ranks": R or [r0, r1, ...] (API.md 8): an SPMD graph (count or ranks
+  // set; no inputs). Inputs whose shapes differ across ranks are declared
+  // {"per_rank": [{dtype, shape}, ...]}, one per rank of the group, in its
+  // order; they are in `per_rank`, not in `inputs`.
+  std::optional<SpmdRequest> spmd;
+  std::map<std::string, std::vector<TensorMeta>> per_rank;
+};
+
 }  // namespace tensord

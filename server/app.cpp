@@ -1,7 +1,6 @@
 #include "server/app.h"
 
 #include "api/safetensors.h"
-#include "graphs/graph_store.h"
 #include "server/graph_routes.h"
 
 namespace tensord {
@@ -39,11 +38,8 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_tensor_routes(*r, app);
   add_run_routes(*r, app);
   add_admin_routes(*r, app);
-  // Graphs live as long as the router: /v1/graphs and the KServe models
-  // over them (API.md 11) are one store.
-  auto graphs = std::make_shared<GraphStore>();
-  add_graph_routes(*r, app, graphs);
-  add_kserve_routes(*r, app, graphs);
+  add_graph_routes(*r, app);
+  add_kserve_routes(*r, app);
   add_observability_routes(*r, app);
   return r;
 }

@@ -23,11 +23,13 @@ struct Tenant;
 class TenantRegistry;
 class JobTable;
 class Checkpointer;
+class GraphService;
 
 struct AppContext {
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
-  JobTable* jobs = nullptr;  // async jobs (POST /v1/jobs)
+  JobTable* jobs = nullptr;        // async jobs (POST /v1/jobs)
+  GraphService* graphs = nullptr;  // captured graphs (/v1/graphs, KServe /v2)
   std::string version;
   Checkpointer* checkpointer = nullptr;  // POST /v1/checkpoint (off without --state-dir)
   size_t max_body_bytes = 0;
@@ -40,7 +42,7 @@ void add_info_routes(Router& r, AppContext& app);
 void add_tensor_routes(Router& r, AppContext& app);
 void add_run_routes(Router& r, AppContext& app);
 void add_admin_routes(Router& r, AppContext& app);
-// add_graph_routes and add_kserve_routes share a graph store: server/graph_routes.h
+// add_graph_routes and add_kserve_routes: server/graph_routes.h
 // GET /v1/trace; GET /v1/stream without Upgrade (426). routes_observability.cpp
 void add_observability_routes(Router& r, AppContext& app);
 

@@ -18,6 +18,7 @@
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
+#include "scheduler/graph_service.h"
 #include "scheduler/tenant.h"
 #include "scheduler/job_table.h"
 #include "scheduler/tenant_registry.h"
@@ -292,6 +293,8 @@ int main(int argc, char** argv) {
     app.tenants = &tenants;
     JobTable jobs;
     app.jobs = &jobs;
+    GraphService graphs(engine);
+    app.graphs = &graphs;
     app.version = TENSORD_VERSION;
     app.checkpointer = &checkpointer;
     app.max_body_bytes = sopt.max_body_bytes;

@@ -8,18 +8,17 @@
 //                                   ?format=dot: Graphviz
 //   DELETE /v1/graphs/{id}         204; frees the graph and, if no other graph shares it, its pool
 // Another tenant's graph is 404, exactly as an unknown one.
-#include <mutex>
+// Each route parses, calls the graph service (scheduler/graph_service.h)
+// and encodes; a capture is a job on the tenant's partition.
+#include <optional>
 
 #include "api/graph_json.h"
 #include "api/program_json.h"
 #include "api/safetensors.h"
-#include "graphs/compiled_program.h"
 #include "graphs/graph_store.h"
 #include "ops/error.h"
-#include "scheduler/engine.h"
+#include "scheduler/graph_service.h"
 #include "scheduler/job_handle.h"
-#include "scheduler/rank_workers.h"
-#include "scheduler/spmd_plan.h"
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -28,45 +27,6 @@
 namespace tensord {
 
 namespace {
-
-void throw_if_capturing(const GraphStore& store, const std::string& id, const Tenant& tenant) {
-  if (store.capturing(tenant.name, id)) throw Error(ErrorCode::kConflict, "graph '" + id + "' is still capturing");
-}
-
-std::shared_ptr<CapturedGraph> find_graph(const GraphStore& store, const HttpRequest& req, const Tenant& tenant) {
-  const std::string& id = req.params.at("id");
-  auto g = store.find(tenant.name, id);
-  if (g) return g;
-  throw_if_capturing(store, id, tenant);
-  throw Error(ErrorCode::kNotFound, "graph '" + id + "' not found");
-}
-
-// A capture with "ranks" (API.md 8): the group's members compiled over
-// their input shapes as an SPMD job's are (every rank's program, the
-// extents of uneven all_gathers, 422 where ranks disagree at a collective).
-std::shared_ptr<CapturedGraph> capture_spmd_graph(AppContext& app, GraphStore& store, Tenant& tenant,
-                                                  const GraphCaptureRequest& cr, Device dev) {
-  RankWorkers& workers = app.engine->ranks();
-  SpmdPlan p;
-  p.ranks = spmd_group(*cr.spmd, workers.world());
-  for (int r : p.ranks) {
-    if (!workers.is_local(r)) {
-      throw Error(ErrorCode::kBadRequest, "graphs with ranks on other servers are not supported yet: rank " +
-                                              std::to_string(r) + " is not one of this server's (ranks " +
-                                              std::to_string(workers.offset()) + ".." +
-                                              std::to_string(workers.offset() + workers.size() - 1) + ")");
-    }
-  }
-  p.group = spmd_group_name(p.ranks, workers.world());
-  auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-  auto compile = [&] {
-    compile_spmd_declared(p, cr.program, cr.inputs, cr.per_rank, stored_lookup);
-    return p.programs;
-  };
-  auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
-  return store.capture_spmd(tenant.name, tenant.account, &app.engine->backend(), dev, compile, scope, p.ranks, p.group,
-                            cr.name);
-}
 
 JobSpec parse_replay_request(HttpRequest& req) {
   if (is_safetensors_body(req)) {
@@ -91,70 +51,50 @@ JobSpec parse_replay_request(HttpRequest& req) {
 
 void start_graph_replay(AppContext& app, Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,
                         const std::shared_ptr<AsyncReply>& reply, std::function<void(Job&)> answer) {
-  spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
-  for (const auto& [out, stored_name] : spec.store) {
-    for (const auto& [name, id] : g->program->outputs) {
-      if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {
-        throw Error(ErrorCode::kBadRequest, "store: output '" + out + "' is a graph input; store the input itself");
-      }
-    }
-  }
-  auto on_end = [g, answer = std::move(answer)](Job& j) {
-    // Counted before the answer goes out: a client that
-    // reads the graph right after its reply sees this replay.
-    if (j.state() == JobState::kSucceeded) g->replays.fetch_add(1);
-    answer(j);
-  };
-  std::shared_ptr<Job> job;
-  if (g->spmd) {
-    job = app.engine->replay_spmd_async(tenant, g->spmd, std::move(spec), std::move(on_end));
-  } else {
-    if (spec.spmd) {
-      throw Error(ErrorCode::kBadRequest, "graph '" + g->id +
-                                              "' was captured without \"ranks\": a replay of it takes no \"ranks\", "
-                                              "per_rank or shard inputs (API.md 8)");
-    }
-    g->plan->check_inputs(spec.inputs);  // 409 before anything is queued
-    job = app.engine->replay_async(tenant, g->plan, g->pool, std::move(spec), std::move(on_end));
-  }
+  std::shared_ptr<Job> job = app.graphs->replay_async(tenant, g, std::move(spec), std::move(answer));
   std::weak_ptr<Job> weak = job;
   reply->on_client_gone([weak] {
     if (auto j = weak.lock()) j->cancel("the client closed the connection");
   });
 }
 
-void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store) {
-  add_offloaded(r, "POST", "/v1/graphs", [&app, store](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    rapidjson::Document d = parse_json_object(req.body, "body");
-    GraphCaptureRequest cr = graph_capture_from_json(d);
-    auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
-    const auto& devs = app.engine->devices();
-    const Device dev = devs.empty() ? Device{} : devs[0].device;
-    std::shared_ptr<CapturedGraph> g;
-    if (cr.spmd) {
-      g = capture_spmd_graph(app, *store, tenant, cr, dev);
-    } else {
-      // Validation, binding, shape inference and the memory plan: once, inside
-      // the capture (GET /v1/graphs/{id} shows is_capturing meanwhile).
-      auto compile = [&cr, &stored_lookup] { return compile_program(cr.program, cr.inputs, stored_lookup); };
-      g = store->capture(tenant.name, tenant.account, &app.engine->backend(), dev, compile, cr.pool, cr.name);
-    }
-    app.engine->record_tenant_memory(tenant);
-    app.engine->record_graph_capture(tenant, +1);
-    HttpResponse resp = json_response(201, graph_info_to_json(graph_info(*g)));
-    resp.headers.emplace_back("Location", "/v1/graphs/" + g->id);
-    return resp;
-  });
+void add_graph_routes(Router& r, AppContext& app) {
+  // A capture is a job on the tenant's partition (GraphService): parsed
+  // here, answered 201 from the job's end; a client that goes away cancels
+  // it while it is queued. The body (a program) is parsed on the tenant's
+  // lane when larger than 8 KiB.
+  constexpr size_t kCaptureInlineBody = 8 << 10;
+  r.add_async(
+      "POST", "/v1/graphs",
+      [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
+        Tenant& tenant = authenticate(req, *app.tenants);
+        rapidjson::Document d = parse_json_object(req.body, "body");
+        GraphCaptureRequest cr = graph_capture_from_json(d);
+        std::shared_ptr<Job> job = app.graphs->capture_async(
+            tenant, std::move(cr), req.request_id, [reply](Job& j, const std::shared_ptr<CapturedGraph>& g) {
+              std::optional<Error> err = j.error();
+              reply->finish(false, [g, err]() {
+                if (!g) throw err ? *err : Error(ErrorCode::kInternal, "the capture ended without a graph");
+                HttpResponse resp = json_response(201, graph_info_to_json(graph_info(*g)));
+                resp.headers.emplace_back("Location", "/v1/graphs/" + g->id);
+                return resp;
+              });
+            });
+        std::weak_ptr<Job> weak = job;
+        reply->on_client_gone([weak] {
+          if (auto j = weak.lock()) j->cancel("the client closed the connection");
+        });
+      },
+      kCaptureInlineBody);
 
   // Answered from the job's end, like /v1/run (answer_job). A replay's body
   // is only inputs to decode (no program): up to 32 KiB on the io thread.
   constexpr size_t kReplayInlineBody = 32 << 10;
   r.add_async(
       "POST", "/v1/graphs/{id}/replay",
-      [&app, store](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
+      [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
-        auto g = find_graph(*store, req, tenant);
+        auto g = app.graphs->find(tenant, req.params.at("id"));
         JobSpec spec = parse_replay_request(req);
         spec.request_id = req.request_id;
         const bool st = wants_safetensors(req);
@@ -165,15 +105,13 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
       },
       kReplayInlineBody);
 
-  r.add("GET", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
+  r.add("GET", "/v1/graphs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
     auto fmt = req.query.find("format");
     if (fmt == req.query.end() || fmt->second == "json") {
-      auto info = store->info(tenant.name, req.params.at("id"));
-      if (!info) throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
-      return json_response(200, graph_info_to_json(*info));
+      return json_response(200, graph_info_to_json(app.graphs->info(tenant, req.params.at("id"))));
     }
-    auto g = find_graph(*store, req, tenant);
+    auto g = app.graphs->find(tenant, req.params.at("id"));
     if (fmt->second == "dot") {
       HttpResponse resp;
       resp.content_type = "text/vnd.graphviz";
@@ -183,14 +121,9 @@ void add_graph_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
     throw Error(ErrorCode::kBadRequest, "format must be \"json\" or \"dot\"");
   });
 
-  r.add("DELETE", "/v1/graphs/{id}", [&app, store](HttpRequest& req) {
+  r.add("DELETE", "/v1/graphs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    throw_if_capturing(*store, req.params.at("id"), tenant);
-    if (!store->erase(tenant.name, req.params.at("id"))) {
-      throw Error(ErrorCode::kNotFound, "graph '" + req.params.at("id") + "' not found");
-    }
-    app.engine->record_tenant_memory(tenant);
-    app.engine->record_graph_capture(tenant, -1);
+    app.graphs->erase(tenant, req.params.at("id"));
     HttpResponse resp;
     resp.status = 204;
     resp.content_type.clear();

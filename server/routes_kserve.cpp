@@ -12,6 +12,7 @@
 
 #include "api/kserve_json.h"
 #include "graphs/graph_store.h"
+#include "scheduler/graph_service.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/job_handle.h"
@@ -23,14 +24,14 @@ namespace tensord {
 
 namespace {
 
-std::shared_ptr<CapturedGraph> find_model(const GraphStore& store, const HttpRequest& req, const Tenant& tenant) {
+std::shared_ptr<CapturedGraph> find_model(const GraphService& graphs, const HttpRequest& req, const Tenant& tenant) {
   const std::string& model = req.params.at("model");
   auto v = req.params.find("version");
   if (v != req.params.end() && v->second != "1") {
     throw Error(ErrorCode::kNotFound,
                 "model '" + model + "' has no version '" + v->second.substr(0, 64) + "' (its versions: 1)");
   }
-  auto g = store.find_by_name_or_id(tenant.name, model);
+  auto g = graphs.find_model(tenant, model);
   if (!g) throw Error(ErrorCode::kNotFound, "unknown model '" + model.substr(0, 128) + "'");
   return g;
 }
@@ -87,15 +88,15 @@ void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, std::strin
                 });
 }
 
-void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store, const std::string& prefix) {
-  r.add("GET", prefix, [&app, store](HttpRequest& req) {
+void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
+  r.add("GET", prefix, [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    return json_response(200, kserve_model_metadata_json(model_of(*find_model(*store, req, tenant))));
+    return json_response(200, kserve_model_metadata_json(model_of(*find_model(*app.graphs, req, tenant))));
   });
 
-  r.add("GET", prefix + "/ready", [&app, store](HttpRequest& req) {
+  r.add("GET", prefix + "/ready", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    KServeModel m = model_of(*find_model(*store, req, tenant));
+    KServeModel m = model_of(*find_model(*app.graphs, req, tenant));
     check_kserve_dtypes(m);  // a model KServe cannot feed is not ready: 400 naming the dtype
     return json_response(200, kserve_model_ready_json(m.name));
   });
@@ -105,9 +106,9 @@ void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
   constexpr size_t kInferInlineBody = 32 << 10;
   r.add_async(
       "POST", prefix + "/infer",
-      [&app, store](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
+      [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         Tenant& tenant = authenticate(req, *app.tenants);
-        auto g = find_model(*store, req, tenant);
+        auto g = find_model(*app.graphs, req, tenant);
         if (g->spmd) {
           throw Error(ErrorCode::kBadRequest, "model '" + (g->name.empty() ? g->id : g->name) +
                                                   "' was captured with ranks: KServe inference does not run SPMD "
@@ -139,14 +140,14 @@ void add_model_routes(Router& r, AppContext& app, const std::shared_ptr<GraphSto
 
 }  // namespace
 
-void add_kserve_routes(Router& r, AppContext& app, const std::shared_ptr<GraphStore>& store) {
+void add_kserve_routes(Router& r, AppContext& app) {
   // Server metadata: behind the token like every route but health (API.md 9).
   r.add("GET", "/v2", [&app](HttpRequest& req) {
     authenticate(req, *app.tenants);
     return json_response(200, kserve_server_metadata_json(app.version));
   });
-  add_model_routes(r, app, store, "/v2/models/{model}");
-  add_model_routes(r, app, store, "/v2/models/{model}/versions/{version}");
+  add_model_routes(r, app, "/v2/models/{model}");
+  add_model_routes(r, app, "/v2/models/{model}/versions/{version}");
 }
 
 }  // namespace tensord

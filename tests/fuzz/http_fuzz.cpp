@@ -45,6 +45,7 @@
 #include "ops/backend.h"
 #include "scheduler/config.h"
 #include "scheduler/engine.h"
+#include "scheduler/graph_service.h"
 #include "scheduler/job_table.h"
 #include "scheduler/tenant.h"
 #include "scheduler/tenant_registry.h"
@@ -199,7 +200,9 @@ struct Server {
     engine = std::make_unique<Engine>(make_backend("cpu", 1), config, eo);
     tenants = std::make_unique<TenantRegistry>(config);
     checkpointer = std::make_unique<Checkpointer>("", tenants.get());
+    graphs = std::make_unique<GraphService>(*engine);
     app.engine = engine.get();
+    app.graphs = graphs.get();
     app.tenants = tenants.get();
     app.jobs = &jobs;
     app.version = "fuzz";
@@ -219,6 +222,7 @@ struct Server {
   }
 
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<GraphService> graphs;  // destroyed before the engine it uses
   std::unique_ptr<TenantRegistry> tenants;
   std::unique_ptr<Checkpointer> checkpointer;
   JobTable jobs;

@@ -49,6 +49,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc
+  // On CUDA each local rank has a GPU of its own (API.md 8): checked before
+  // any thread starts.
+  TENSORD_CHECK(backend_->name() != "cuda" || opts.ranks <= static_cast<int>(devices_.size()), kInvalidArgument,
+                "--ranks " + std::to_string(opts.ranks) + " needs " + std::to_string(opts.ranks) +
+                    " GPUs on the CUDA backend (one per rank); " + std::to_string(devices_.size()) + " visible");
   metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()), opts.metrics);
   EngineMetrics* m = metrics_.get();
   const Device dev = devices_.empty() ? Device{} : devices_[0].device;
@@ -81,6 +86,14 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
   ro.on_collective = [cm](const std::string& group, int rank, dist::CollectiveOp op, size_t bytes) {
     cm->submitted(group, op, bytes, rank == 0);
   };
+  ro.groups = opts.rank_groups;
+  if (backend_->name() == "cuda") {
+    // One GPU per local rank (API.md 8), each rank with a stream of its own.
+    for (int r = 0; r < opts.ranks; ++r) {
+      const Device d = devices_[static_cast<size_t>(r)].device;
+      rank_places_.push_back(RankPlace{d, backend_->create_stream(d)});
+    }
+  }
   ranks_ = std::make_unique<RankWorkers>(std::move(ro));
   on_collective_timeout_ = opts.on_collective_timeout;
   // Keys of this server's groups in a shared store must not meet those of
@@ -302,6 +315,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
         run.peers = peers_;
         run.part = sr.part_members;
         run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
+        run.places = rank_places_;
         if (w.spmd_graph) {
           // Each member's replay plan on its rank (its own pool: the ranks
           // run at once; the first member's gate admits one replay).
@@ -328,6 +342,14 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
         while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
         if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
         er = members[first];
+        if (!rank_places_.empty() && rank_places_.at(static_cast<size_t>(w.spmd->ranks[first] - ranks_->offset()))
+                                             .device != eo.ctx.device) {
+          // That member ran on another GPU than the tenant's store lives on:
+          // its stored writes move to the store's device, and the stored
+          // tensors it copied to its GPU stay where they were.
+          for (auto& [name, t] : er.stored_writes) t = t.to_device(backend_.get(), eo.ctx.device, tenant.account);
+          er.relocated.clear();
+        }
         for (size_t i = 0; i < ran.size(); ++i) {
           if (sr.part_members.empty()
                   ? ran[i]

@@ -342,8 +342,8 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
         while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
         if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
         er = members[first];
-        if (!rank_places_.empty() && rank_places_.at(static_cast<size_t>(w.spmd->ranks[first] - ranks_->offset()))
-                                             .device != eo.ctx.device) {
+        if (!rank_places_.empty() &&
+            rank_places_.at(static_cast<size_t>(w.spmd->ranks[first] - ranks_->offset())).device != eo.ctx.device) {
           // That member ran on another GPU than the tenant's store lives on:
           // its stored writes move to the store's device, and the stored
           // tensors it copied to its GPU stay where they were.

@@ -55,8 +55,7 @@ JobSpec collectives(int64_t n, std::vector<int> ranks, int count) {
       node("mx", "dist.all_reduce", {ref("y")}, {"max"}, {{"op", lit(Attr(std::string("max")))}}),
       node("g", "dist.all_gather", {ref("y")}, {"gathered"}),
       node("b", "dist.broadcast", {ref("y")}, {"from0"}),
-      node("b1", "dist.broadcast", {ref("y")}, {"from_last"},
-           {{"src", lit(Attr(last))}}),
+      node("b1", "dist.broadcast", {ref("y")}, {"from_last"}, {{"src", lit(Attr(last))}}),
   };
   s.program.outputs = {"sum", "max", "gathered", "from0", "from_last", "y"};
   s.store = {{"sum", "total"}};
@@ -187,9 +186,8 @@ TEST(SpmdNcclTest, NeedsNccl) {
 // Wherever the CUDA library is built: the collectives have CUDA kernels.
 TEST(SpmdNcclNoDevice, CollectivesHaveCudaKernels) {
   dist::link_dist_ops();
-  for (const char* op :
-       {"dist.all_reduce", "dist.all_gather", "dist.reduce_scatter", "dist.broadcast", "dist.all_to_all",
-        "dist.barrier"}) {
+  for (const char* op : {"dist.all_reduce", "dist.all_gather", "dist.reduce_scatter", "dist.broadcast",
+                         "dist.all_to_all", "dist.barrier"}) {
     const OpDef* d = OpRegistry::global().find(op);
     ASSERT_NE(d, nullptr) << op;
     EXPECT_TRUE(d->kernels.count("cuda")) << op;

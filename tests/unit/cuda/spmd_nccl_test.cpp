@@ -131,7 +131,7 @@ TEST_F(SpmdNcclTest, EveryVisibleGpuIsARankAndMatchesTheCpuRanks) {
     for (const auto& e : dump.entries) nccl_all_reduce = nccl_all_reduce || e.profiling_name == "nccl:all_reduce";
     EXPECT_TRUE(nccl_all_reduce) << "rank " << r;
   }
-  // A second job reuses the groups and reads the stored tensor.
+  // A second job runs in the groups the first joined.
   const JobResult again = run_job(*cuda, tc, collectives(4 * R, {}, R));
   expect_same(again, want);
 }

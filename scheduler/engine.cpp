@@ -22,34 +22,20 @@
 #include "scheduler/spmd_peers.h"
 #include "scheduler/spmd_plan.h"
 #include "scheduler/spmd_run.h"
+#include "scheduler/engine_work.h"
 #include "streams/stream_pool.h"
 
 namespace tensord {
-
-struct Engine::Work {
-  std::shared_ptr<Job> job;
-  Tenant* tenant = nullptr;
-  JobSpec spec;
-  CompiledProgram cp;
-  std::shared_ptr<const CompiledProgram> shared_cp;  // a captured graph's program (replay)
-  std::shared_ptr<ReplayPlan> plan;                  // and its replay plan (runs instead of the executor)
-  std::shared_ptr<GraphPool> pool;                   // the plan's pool: its run mutex is held while it runs
-  std::shared_ptr<const SpmdPlan> spmd;              // an SPMD job's ranks and their programs (instead of cp)
-  std::shared_ptr<const SpmdGraph> spmd_graph;       // an SPMD graph's replay: its members' plans run
-  std::atomic<bool> admitted{false};                 // holds the pool's gate (replay_async)
-  Clock::time_point deadline = Clock::time_point::max();
-  std::vector<std::string> returns;
-  std::function<void(const ExecOptions&)> task;  // run_task_async: runs instead of a program
-  const CompiledProgram& program() const {
-    if (spmd) return *spmd->programs[0];
-    return shared_cp ? *shared_cp : cp;
-  }
-};
 
 Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, const EngineOptions& opts)
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc
+  // On CUDA each local rank has a GPU of its own (API.md 8): checked before
+  // any thread starts.
+  TENSORD_CHECK(backend_->name() != "cuda" || opts.ranks <= static_cast<int>(devices_.size()), kInvalidArgument,
+                "--ranks " + std::to_string(opts.ranks) + " needs " + std::to_string(opts.ranks) +
+                    " GPUs on the CUDA backend (one per rank); " + std::to_string(devices_.size()) + " visible");
   metrics_ = std::make_unique<EngineMetrics>(std::string(backend_->name()), opts.metrics);
   EngineMetrics* m = metrics_.get();
   const Device dev = devices_.empty() ? Device{} : devices_[0].device;
@@ -82,6 +68,14 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
   ro.on_collective = [cm](const std::string& group, int rank, dist::CollectiveOp op, size_t bytes) {
     cm->submitted(group, op, bytes, rank == 0);
   };
+  ro.groups = opts.rank_groups;
+  if (backend_->name() == "cuda") {
+    // One GPU per local rank (API.md 8), each rank with a stream of its own.
+    for (int r = 0; r < opts.ranks; ++r) {
+      const Device d = devices_[static_cast<size_t>(r)].device;
+      rank_places_.push_back(RankPlace{d, backend_->create_stream(d)});
+    }
+  }
   ranks_ = std::make_unique<RankWorkers>(std::move(ro));
   on_collective_timeout_ = opts.on_collective_timeout;
   // Keys of this server's groups in a shared store must not meet those of
@@ -310,6 +304,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
           run.peers = peers_;
           run.part = sr.part_members;
           run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
+          run.places = rank_places_;
           if (w.spmd_graph) {
             // Each member's replay plan on its rank (its own pool: the ranks
             // run at once; the first member's gate admits one replay).
@@ -336,6 +331,14 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
           while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
           if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
           er = members[first];
+          if (!rank_places_.empty() &&
+              rank_places_.at(static_cast<size_t>(w.spmd->ranks[first] - ranks_->offset())).device != eo.ctx.device) {
+            // That member ran on another GPU than the tenant's store lives on:
+            // its stored writes move to the store's device, and the stored
+            // tensors it copied to its GPU stay where they were.
+            for (auto& [name, t] : er.stored_writes) t = t.to_device(backend_.get(), eo.ctx.device, tenant.account);
+            er.relocated.clear();
+          }
           for (size_t i = 0; i < ran.size(); ++i) {
             if (sr.part_members.empty()
                     ? ran[i]
@@ -460,21 +463,6 @@ void Engine::record_end(const Job& job) {
   engine_trace::job_ended(job);
 }
 
-std::shared_ptr<Job> Engine::run_task_async(Tenant& tenant, const std::string& request_id,
-                                            std::function<void(const ExecOptions&)> task,
-                                            std::function<void(Job&)> done) {
-  auto w = std::make_shared<Work>();
-  w->tenant = &tenant;
-  w->spec.request_id = request_id;
-  w->task = std::move(task);
-  w->job =
-      std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition, request_id);
-  std::shared_ptr<Job> job = submit_prepared(tenant, w);
-  Job* j = job.get();  // the callback is the job's own: it cannot outlive it
-  job->on_end([j, done = std::move(done)] { done(*j); });
-  return job;
-}
-
 JobResult Engine::result_of(Job& job) {
   if (job.state() != JobState::kSucceeded) throw *job.error();
   JobResult r = *job.take_result();
@@ -494,97 +482,6 @@ void Engine::record_tenant_memory(const Tenant& tenant) {
   metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
 }
 
-std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<ReplayPlan> plan,
-                                          std::shared_ptr<GraphPool> pool, JobSpec spec,
-                                          std::function<void(Job&)> done) {
-  if (spec.spmd) {
-    throw Error(ErrorCode::kBadRequest,
-                "\"ranks\", per_rank or shard inputs in a replay of a graph captured without \"ranks\" "
-                "(capture it with \"ranks\": API.md 8)");
-  }
-  auto w = std::make_shared<Work>();
-  w->tenant = &tenant;
-  w->shared_cp = plan->shared_program();
-  w->plan = std::move(plan);
-  w->pool = std::move(pool);
-  w->spec = std::move(spec);
-  return admit_replay(tenant, w, std::move(done));
-}
-
-std::shared_ptr<Job> Engine::replay_spmd_async(Tenant& tenant, std::shared_ptr<const SpmdGraph> graph, JobSpec spec,
-                                               std::function<void(Job&)> done) {
-  auto w = std::make_shared<Work>();
-  w->tenant = &tenant;
-  std::vector<std::shared_ptr<const CompiledProgram>> programs;
-  for (const GraphMember& m : graph->members) programs.push_back(m.program);
-  auto plan = std::make_shared<SpmdPlan>(
-      plan_spmd_replay(spec, graph->ranks, graph->group, std::move(programs), ranks_->world()));
-  for (size_t i = 0; i < plan->inputs.size(); ++i) {
-    try {
-      graph->members[i].plan->check_inputs(plan->inputs[i]);  // 409 before anything is queued
-    } catch (const Error& e) {
-      throw Error(e.code(), "rank " + std::to_string(graph->ranks[i]) + ": " + e.message(), e.node());
-    }
-  }
-  w->spmd = std::move(plan);
-  w->pool = graph->members[0].pool;
-  w->spmd_graph = std::move(graph);
-  spec.inputs.clear();  // split into the plan's
-  if (spec.spmd) spec.spmd->inputs.clear();
-  w->spec = std::move(spec);
-  return admit_replay(tenant, w, std::move(done));
-}
-
-std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<Work>& w,
-                                          std::function<void(Job&)> done) {
-  prepare(tenant, w);  // validation errors throw here, before the gate
-  std::shared_ptr<Job> job = w->job;
-  Job* j = job.get();
-  // The callback is the job's own; `w` keeps the pool and the plan (a
-  // cycle through the job that its end breaks: on_end drops the callback).
-  job->on_end([this, j, w, done = std::move(done)] {
-    metrics_->graph_replayed(j->tenant(), std::string(job_state_name(j->state())));
-    try {
-      done(*j);
-    } catch (...) {
-      // The caller's answer failed: the gate must open all the same.
-    }
-    if (w->admitted.exchange(false)) w->pool->gate().release();
-  });
-  // One replay of the pool at a time: the others wait at its gate, not on
-  // a runner. A waiting replay is queued when the admitted one ends (on
-  // that thread); refused then (shutdown, queue full), it fails with the
-  // error, which answers its request.
-  Tenant* t = &tenant;
-  const bool now = w->pool->gate().enter([this, t, w] {
-    w->admitted.store(true);
-    if (is_final(w->job->state())) {
-      // Cancelled while it waited: its on_end ran, or runs now, and
-      // whichever of the two takes `admitted` back opens the gate.
-      if (w->admitted.exchange(false)) w->pool->gate().release();
-      return;
-    }
-    try {
-      submit_prepared(*t, w);
-    } catch (const Error& e) {
-      w->job->fail(e);  // its on_end releases the gate
-    } catch (const std::exception& e) {
-      w->job->fail(Error(ErrorCode::kInternal, e.what()));
-    }
-  });
-  if (now) {
-    w->admitted.store(true);
-    try {
-      submit_prepared(tenant, w);
-    } catch (...) {
-      w->admitted.store(false);
-      w->pool->gate().release();
-      throw;
-    }
-  }
-  return job;
-}
-
 void Engine::set_spmd_peers(std::shared_ptr<SpmdPeers> peers) {
   peers_ = std::move(peers);
 }
@@ -594,10 +491,6 @@ std::string Engine::spmd_key(const std::string& group, bool replace) {
   uint64_t& gen = key_gen_[group];
   if (replace) ++gen;
   return group + "#" + std::to_string(boot_id_) + "." + std::to_string(gen);
-}
-
-void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {
-  metrics_->graph_captured(tenant.name, live_graphs_delta);
 }
 
 }  // namespace tensord

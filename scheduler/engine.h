@@ -18,6 +18,7 @@
 #include <string>
 
 #include "ops/backend.h"
+#include "ops/dist/group_factory.h"
 #include "scheduler/clock.h"
 #include "scheduler/config.h"
 #include "scheduler/job.h"
@@ -43,6 +44,7 @@ class CollectiveMetrics;
 class SpmdPeers;
 struct SpmdGraph;
 struct ExecOptions;
+struct RankPlace;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -63,6 +65,11 @@ struct EngineOptions {
   // Called when an SPMD job fails on a collective that timed out (the
   // server writes the flight recorders to its state dir).
   std::function<void()> on_collective_timeout;
+  // The ranks' groups when not Gloo's (the server: NCCL on the CUDA
+  // backend, ops/cuda/nccl_process_group.h). On the CUDA backend, local
+  // rank r runs its program on GPU r either way (--ranks must not exceed
+  // the visible GPUs: the constructor throws invalid_argument).
+  dist::GroupFactory rank_groups;
 };
 
 class Engine {
@@ -179,6 +186,8 @@ class Engine {
   std::thread busy_ticker_;
   std::unique_ptr<CollectiveMetrics> collective_metrics_;
   std::unique_ptr<RankWorkers> ranks_;
+  // On the CUDA backend, local rank r's GPU and stream; else empty.
+  std::vector<RankPlace> rank_places_;
   std::shared_ptr<SpmdPeers> peers_;
   std::function<void()> on_collective_timeout_;
   // Where a group's members meet: "<group>#<boot id>.<generation>", a new

@@ -24,10 +24,9 @@ std::shared_ptr<Job> GraphService::capture_async(Tenant& tenant, GraphCaptureReq
     engine_.record_tenant_memory(*t);
     engine_.record_graph_capture(*t, +1);
   };
-  return engine_.run_task_async(tenant, request_id, std::move(task),
-                                [graph, done = std::move(done)](Job& j) {
-                                  done(j, j.state() == JobState::kSucceeded ? *graph : nullptr);
-                                });
+  return engine_.run_task_async(tenant, request_id, std::move(task), [graph, done = std::move(done)](Job& j) {
+    done(j, j.state() == JobState::kSucceeded ? *graph : nullptr);
+  });
 }
 
 std::shared_ptr<CapturedGraph> GraphService::capture(Tenant& tenant, const GraphCaptureRequest& cr, Device device) {
@@ -61,8 +60,8 @@ std::shared_ptr<CapturedGraph> GraphService::capture_spmd(Tenant& tenant, const 
     return p.programs;
   };
   auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
-  return store_.capture_spmd(tenant.name, tenant.account, &engine_.backend(), device, compile, scope, p.ranks,
-                             p.group, cr.name);
+  return store_.capture_spmd(tenant.name, tenant.account, &engine_.backend(), device, compile, scope, p.ranks, p.group,
+                             cr.name);
 }
 
 std::shared_ptr<Job> GraphService::replay_async(Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,

@@ -66,11 +66,13 @@ RankWorkers::RankWorkers(RankWorkersOptions opts) : opts_(checked(std::move(opts
   // One TCP device (one event loop thread) for all local ranks: on a
   // machine with few cores, a loop thread per rank costs more in wake-ups
   // than the ranks gain in parallel I/O.
-  auto device = dist::make_tcp_device(opts_.hostname);
+  // A group factory's ranks need none.
+  const bool gloo = !opts_.groups.make;
+  auto device = gloo ? dist::make_tcp_device(opts_.hostname) : nullptr;
   for (int r = 0; r < opts_.ranks; ++r) {
     auto rk = std::make_unique<Rank>();
     rk->recorder = std::make_shared<dist::FlightRecorder>(opts_.rank_offset + r, opts_.flight_recorder_entries);
-    rk->recorder->set_comm_lib_version(dist::GlooProcessGroup::version());
+    rk->recorder->set_comm_lib_version(gloo ? dist::GlooProcessGroup::version() : opts_.groups.version);
     rk->device = device;
     Rank* raw = rk.get();
     rk->thread = std::thread([raw] { raw->loop(); });
@@ -107,7 +109,8 @@ dist::ProcessGroup& RankWorkers::member_of(Group& g, const std::vector<int>& ran
   // other run can touch the group (run_mu_).
   auto& member = g.members[index];
   if (!member) {
-    Rank& rk = *ranks_[static_cast<size_t>(ranks[index] - opts_.rank_offset)];
+    const int local = ranks[index] - opts_.rank_offset;
+    Rank& rk = *ranks_[static_cast<size_t>(local)];
     dist::ProcessGroupOptions po;
     po.name = dist::group_name(ranks, world());
     po.global_ranks = ranks;
@@ -115,6 +118,15 @@ dist::ProcessGroup& RankWorkers::member_of(Group& g, const std::vector<int>& ran
     po.timeout = opts_.collective_timeout;
     po.recorder = rk.recorder;
     po.on_collective = opts_.on_collective;
+    if (opts_.groups.make) {
+      dist::GroupJoin join;
+      join.local_rank = local;
+      join.store = opts_.make_store ? opts_.make_store() : store_;
+      join.key_prefix = g.key_prefix;
+      join.rendezvous_timeout = opts_.collective_timeout;
+      member = opts_.groups.make(static_cast<int>(index), static_cast<int>(ranks.size()), std::move(po), join);
+      return *member;
+    }
     dist::GlooOptions go;
     go.store = opts_.make_store ? opts_.make_store() : store_;
     go.key_prefix = g.key_prefix;

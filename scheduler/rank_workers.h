@@ -1,9 +1,11 @@
-// RankWorkers: this server's R local ranks (--ranks R; API.md 8). On the
-// CPU each rank is a worker thread with its own Gloo TCP device on
-// loopback and its own flight recorder; a job's SPMD program runs on the
-// threads of the ranks its group names, one part per rank, with the rank's
-// ProcessGroup over that group (created when first used: every member
-// joins through an in-process store).
+// RankWorkers: this server's R local ranks (--ranks R; API.md 8). Each
+// rank is a worker thread with its own flight recorder; a job's SPMD
+// program runs on the threads of the ranks its group names, one part per
+// rank, with the rank's ProcessGroup over that group (created when first
+// used: every member joins through the store). On the CPU the groups are
+// Gloo's, over one TCP device on loopback; with a group factory
+// (RankWorkersOptions::groups: NCCL on CUDA, local rank r on GPU r) the
+// factory makes them instead and no Gloo device is opened.
 //
 // SPMD jobs run one at a time: every rank issues a group's collectives in
 // one order only when no other job's collectives interleave with them.
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "ops/dist/collective.h"
+#include "ops/dist/group_factory.h"
 
 namespace gloo {
 namespace rendezvous {
@@ -60,6 +63,8 @@ struct RankWorkersOptions {
   // Each collective as a rank submits it (metrics): group, the rank's index
   // in it, op, input bytes.
   std::function<void(const std::string& group, int rank, dist::CollectiveOp op, size_t bytes)> on_collective;
+  // How members join their groups; unset (no `make`): Gloo.
+  dist::GroupFactory groups;
 };
 
 class RankWorkers {

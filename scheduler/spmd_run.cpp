@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "ops/backend.h"
 #include "ops/dist/flight_recorder.h"
 #include "ops/error.h"
 #include "scheduler/rank_workers.h"
@@ -127,6 +128,16 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
     eo.ctx.cancelled = abort.get();
     eo.cancelled = abort.get();
     if (reporter.empty() || i != reporter[0]) eo.on_node = nullptr;  // the group's work counted once
+    std::optional<ThreadStreamBinding> bound;
+    if (!run.places.empty()) {
+      // The rank's own device and stream: its inputs and stored reads are
+      // copied there (graphs/device_placement.h); the binding orders the
+      // thread's memory work on the stream and waits for it at the end.
+      const RankPlace& p = run.places.at(static_cast<size_t>(plan.ranks[i] - workers.offset()));
+      eo.ctx.device = p.device;
+      eo.ctx.stream = p.stream;
+      bound.emplace(eo.ctx.backend, p.stream);
+    }
     try {
       results[i] = run.run_member ? run.run_member(i, eo) : execute_program(*plan.programs[i], plan.inputs[i], eo);
     } catch (...) {

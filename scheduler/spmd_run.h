@@ -22,6 +22,13 @@ class SpmdPeers;
 struct JobSpec;
 struct SpmdPlan;
 
+// Where a local rank's kernels run on a device backend (CUDA: local rank r
+// on GPU r, a stream of its own, used by one SPMD job at a time).
+struct RankPlace {
+  Device device;
+  Stream stream;
+};
+
 struct SpmdRun {
   const SpmdPlan* plan = nullptr;
   const JobSpec* spec = nullptr;     // what a peer is sent
@@ -33,6 +40,9 @@ struct SpmdRun {
   // Runs local member i with its rank's options (a captured graph's replay
   // plan); null: execute_program over the plan's program and inputs.
   std::function<ExecResult(size_t i, const ExecOptions& opts)> run_member;
+  // By local rank; empty: every member on the job's device and stream (the
+  // CPU backend: the partition's cores, shared by its ranks).
+  std::vector<RankPlace> places;
 };
 
 // `base`: the job's options (deadline, stored reads, on_node: reported for

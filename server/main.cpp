@@ -30,6 +30,9 @@
 #include "server/flight_recorder_files.h"
 #include "server/spmd_peers_http.h"
 #include "ops/dist/gloo_process_group.h"
+#if defined(TENSORD_HAVE_NCCL)
+#include "ops/cuda/nccl_process_group.h"
+#endif
 #include "server/config_reloader.h"
 #include "server/http_server.h"
 #include "server/stream_service.h"
@@ -65,7 +68,8 @@ const char* kUsage =
     "                            tensord_build_info and process_*, to measure recording's cost\n"
     "  --trace on|off            record /v1/trace spans (default on); off: /v1/trace is empty\n"
     "  --ranks R                 local ranks for SPMD requests (API.md 8; CPU rank workers over\n"
-    "                            Gloo on loopback; default 1)\n"
+    "                            Gloo on loopback; CUDA: rank r on GPU r over NCCL, at most the\n"
+    "                            visible GPUs; default 1)\n"
     "  --collective-timeout S    seconds a collective may take before its request fails 504\n"
     "                            (default 60)\n"
     "  --flight-recorder-entries N  collectives each rank's flight recorder keeps (default 2048)\n"
@@ -262,6 +266,13 @@ int main(int argc, char** argv) {
   }
   const std::string bname(backend->name());
   register_build_info(TENSORD_VERSION, bname);
+  // CUDA: one GPU per local rank (API.md 8).
+  if (bname == "cuda" && static_cast<size_t>(ranks) > backend->devices().size()) {
+    log::error("--ranks " + std::to_string(ranks) + " needs one GPU per rank on the CUDA backend",
+               {{"visible_gpus", static_cast<int64_t>(backend->devices().size())}});
+    return 2;
+  }
+  [[maybe_unused]] Backend* const backend_raw = backend.get();  // the engine owns it from here
 
   try {
     EngineOptions eopt;
@@ -273,6 +284,10 @@ int main(int argc, char** argv) {
     eopt.world_size = world_size;
     eopt.rank_offset = rank_offset;
     eopt.make_store = make_store;
+#if defined(TENSORD_HAVE_NCCL)
+    // The ranks' collectives on GPUs (API.md 8: NCCL on CUDA, Gloo on CPU).
+    if (bname == "cuda") eopt.rank_groups = dist::nccl_group_factory(backend_raw);
+#endif
     const bool any_host = sopt.host == "0.0.0.0" || sopt.host == "::" || sopt.host == "localhost";
     eopt.rank_hostname = any_host ? "127.0.0.1" : sopt.host;
     // API.md 8: a collective that timed out leaves the flight recorders in

@@ -46,7 +46,7 @@ std::string members_str(const std::vector<int>& group, const std::vector<size_t>
 
 }  // namespace
 
-SpmdPeersHttp::SpmdPeersHttp(StoreFactory make_store, std::chrono::milliseconds lookup_timeout)
+SpmdPeersHttp::SpmdPeersHttp(const StoreFactory& make_store, std::chrono::milliseconds lookup_timeout)
     : store_(make_store()), lookup_timeout_(lookup_timeout) {}
 
 void SpmdPeersHttp::register_ranks(const std::string& url, int first, int count) {

@@ -23,7 +23,7 @@ namespace tensord {
 class SpmdPeersHttp final : public SpmdPeers {
  public:
   using StoreFactory = std::function<std::shared_ptr<gloo::rendezvous::Store>()>;
-  SpmdPeersHttp(StoreFactory make_store, std::chrono::milliseconds lookup_timeout);
+  SpmdPeersHttp(const StoreFactory& make_store, std::chrono::milliseconds lookup_timeout);
   // Writes this server's URL for global ranks [first, first + count).
   void register_ranks(const std::string& url, int first, int count);
 

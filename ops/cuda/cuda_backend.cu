@@ -185,7 +185,11 @@ class CudaBackend final : public Backend {
     allocated_.fetch_sub(static_cast<int64_t>(bytes));
   }
 
+  // Also makes the stream's GPU the thread's current device: an SPMD rank's
+  // thread runs its kernels on GPU r (scheduler/spmd_run.h), and a launch on
+  // a stream of another device than the current one fails.
   void bind_thread_stream(Stream s) override {
+    if (s.device.type == DeviceType::kCUDA) TENSORD_CUDA_CHECK(cudaSetDevice(s.device.index));
     t_stream = raw(s);
     t_bound = true;
   }
@@ -459,6 +463,14 @@ const KernelRegistration kCudaKernels(register_cuda_kernels);
 namespace cuda {
 cudaStream_t raw_stream(const OpContext& ctx) {
   TENSORD_ASSERT(ctx.backend && ctx.backend->name() == "cuda");
+  // A launch goes to the current device: make it the stream's (an SPMD
+  // rank's thread may have copied from another GPU since it bound its own).
+  if (ctx.stream.device.type == DeviceType::kCUDA) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx.stream.device.index) {
+      TENSORD_CUDA_CHECK(cudaSetDevice(ctx.stream.device.index));
+    }
+  }
   return static_cast<const CudaBackend*>(ctx.backend)->raw(ctx.stream);
 }
 }  // namespace cuda

@@ -287,5 +287,21 @@ std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
   return out;
 }
 
+GroupFactory nccl_group_factory(Backend* backend) {
+  GroupFactory f;
+  f.backend = "nccl";
+  f.version = NcclProcessGroup::version();
+  f.make = [backend](int rank, int size, ProcessGroupOptions po, const GroupJoin& join) {
+    NcclOptions no;
+    no.store = join.store;
+    no.key_prefix = join.key_prefix;
+    no.backend = backend;
+    no.device = Device{DeviceType::kCUDA, static_cast<int16_t>(join.local_rank)};
+    no.rendezvous_timeout = join.rendezvous_timeout;
+    return std::unique_ptr<ProcessGroup>(std::make_unique<NcclProcessGroup>(rank, size, std::move(po), std::move(no)));
+  };
+  return f;
+}
+
 }  // namespace tensord::dist
 #endif  // TENSORD_HAVE_NCCL

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "ops/device.h"
+#include "ops/dist/group_factory.h"
 #include "ops/dist/process_group.h"
 
 namespace gloo::rendezvous {
@@ -71,5 +72,11 @@ class NcclProcessGroup final : public ProcessGroup {
   bool stopping_ = false;
   std::thread worker_;
 };
+
+// The server's ranks on `backend` (CUDA): local rank r joins on GPU r,
+// its rendezvous through the join's store (RankWorkersOptions::groups).
+// Outputs are charged to no account here: the dist.* kernels charge them
+// to the job's.
+GroupFactory nccl_group_factory(Backend* backend);
 
 }  // namespace tensord::dist

@@ -4,14 +4,22 @@
 // (OpContext::group, set for an SPMD job's ranks); without one a program is
 // a group of one rank and each collective returns its operand.
 //
+// Each op has a CPU kernel (host tensors, for Gloo's groups) and, in a build
+// with the CUDA backend, a "cuda" one (the server's ranks on GPUs, whose
+// groups are NCCL's and take device tensors:
+// ProcessGroup::takes_device_tensors). The latter only names the backend;
+// it calls nothing of CUDA's, so this library stays free of it.
+//
 // Registered from this library (tensord_dist) as a KernelRegistration, so
 // the ops library stays free of Gloo; a binary that links the library's
 // `link_dist_ops` (the scheduler's SPMD runner does) has them.
 #include "ops/dist/dist_ops.h"
 
 #include <chrono>
+#include <functional>
 #include <string>
 
+#include "ops/backend.h"
 #include "ops/dist/process_group.h"
 #include "ops/dist/spmd_infer.h"
 #include "ops/error.h"
@@ -86,6 +94,41 @@ Tensor finish(const std::shared_ptr<Work>& w, const OpContext& ctx) {
   return w->result();
 }
 
+// Where a CPU kernel meets a group that takes device tensors (a node placed
+// on the host beside the ranks' GPUs): refused by name rather than handing
+// NCCL a host pointer.
+void check_host_group(const OpContext& ctx, const char* op) {
+  if (ctx.group && ctx.group->takes_device_tensors()) {
+    throw Error(ErrorCode::kUnsupported, std::string(op) + ": the rank's " + std::string(ctx.group->backend_name()) +
+                                             " group takes device tensors; this call was placed on the host");
+  }
+}
+
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+// The device kernel's collective: `submit` on the rank's group. A group
+// that takes device tensors gets x once the rank's stream has produced it
+// (the group runs on a stream of its own) and returns its result on the
+// rank's device, charged to the job; a host group (Gloo beside a device)
+// gets a host copy and its result goes back to the device. Without a group
+// (a program of one rank): a copy of x, ordered on the rank's stream.
+using Submit = std::function<std::shared_ptr<Work>(ProcessGroup&, const Tensor&)>;
+Tensor on_device(const OpContext& ctx, const Tensor& x, const Submit& submit) {
+  if (!ctx.group) {
+    Tensor y = ctx.empty(x.dtype(), x.shape());
+    if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());
+    return y;
+  }
+  if (!ctx.group->takes_device_tensors()) {
+    Tensor y = finish(submit(*ctx.group, x.to_host()), ctx);
+    return y.to_device(ctx.backend, ctx.device, ctx.account);
+  }
+  ctx.backend->synchronize(ctx.stream);
+  Tensor y = finish(submit(*ctx.group, x), ctx);
+  if (ctx.account && y.defined() && !y.on_host() && !y.storage()->account()) y.storage()->charge(ctx.account);
+  return y;
+}
+#endif
+
 ParamSpec input_param() {
   return ParamSpec{"input", ParamKind::kTensor, Attr(), false, false};
 }
@@ -104,9 +147,17 @@ void add_all_reduce(OpRegistry& r) {
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const ReduceOp red = reduce_of(a.attr(1), "dist.all_reduce");
+    check_host_group(ctx, "dist.all_reduce");
     if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
     return std::vector<Tensor>{finish(ctx.group->all_reduce(a.tensor(0), red), ctx)};
   };
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    const ReduceOp red = reduce_of(a.attr(1), "dist.all_reduce");
+    return std::vector<Tensor>{
+        on_device(ctx, a.tensor(0), [red](ProcessGroup& g, const Tensor& x) { return g.all_reduce(x, red); })};
+  };
+#endif
   r.add(std::move(op));
 }
 
@@ -136,9 +187,17 @@ void add_all_gather(OpRegistry& r) {
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather");
+    check_host_group(ctx, "dist.all_gather");
     if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
     return std::vector<Tensor>{finish(ctx.group->all_gather(a.tensor(0), d), ctx)};
   };
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather");
+    return std::vector<Tensor>{
+        on_device(ctx, a.tensor(0), [d](ProcessGroup& g, const Tensor& x) { return g.all_gather(x, d); })};
+  };
+#endif
   r.add(std::move(op));
 }
 
@@ -164,9 +223,19 @@ void add_reduce_scatter(OpRegistry& r) {
     const std::string name = "dist.reduce_scatter";
     const ReduceOp red = reduce_of(a.attr(1), name);
     const int64_t d = dim_of(a.tensor(0).meta(), a.attr(2), name);
+    check_host_group(ctx, "dist.reduce_scatter");
     if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
     return std::vector<Tensor>{finish(ctx.group->reduce_scatter(a.tensor(0), red, d), ctx)};
   };
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    const std::string name = "dist.reduce_scatter";
+    const ReduceOp red = reduce_of(a.attr(1), name);
+    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(2), name);
+    return std::vector<Tensor>{on_device(
+        ctx, a.tensor(0), [red, d](ProcessGroup& g, const Tensor& x) { return g.reduce_scatter(x, red, d); })};
+  };
+#endif
   r.add(std::move(op));
 }
 
@@ -188,9 +257,17 @@ void add_broadcast(OpRegistry& r) {
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const auto src = static_cast<int>(a.attr(1).to_int("dist.broadcast: src"));
+    check_host_group(ctx, "dist.broadcast");
     if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
     return std::vector<Tensor>{finish(ctx.group->broadcast(a.tensor(0), src), ctx)};
   };
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    const auto src = static_cast<int>(a.attr(1).to_int("dist.broadcast: src"));
+    return std::vector<Tensor>{
+        on_device(ctx, a.tensor(0), [src](ProcessGroup& g, const Tensor& x) { return g.broadcast(x, src); })};
+  };
+#endif
   r.add(std::move(op));
 }
 
@@ -208,9 +285,17 @@ void add_all_to_all(OpRegistry& r) {
   };
   op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
     const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all");
+    check_host_group(ctx, "dist.all_to_all");
     if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
     return std::vector<Tensor>{finish(ctx.group->all_to_all(a.tensor(0), d), ctx)};
   };
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all");
+    return std::vector<Tensor>{
+        on_device(ctx, a.tensor(0), [d](ProcessGroup& g, const Tensor& x) { return g.all_to_all(x, d); })};
+  };
+#endif
   r.add(std::move(op));
 }
 
@@ -225,6 +310,10 @@ void add_barrier(OpRegistry& r) {
     if (ctx.group) wait_for(*ctx.group->barrier(), ctx);
     return std::vector<Tensor>{};
   };
+  // No operands: the rank's earlier work need not be waited for.
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
+  op.kernels["cuda"] = op.kernels["cpu"];
+#endif
   r.add(std::move(op));
 }
 

@@ -197,7 +197,7 @@ std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, 
 
 void RankWorkers::retire(const std::vector<int>& ranks) {
   std::lock_guard lk(groups_mu_);
-  auto it = groups_.find(dist::group_name(ranks, size()));
+  auto it = groups_.find(dist::group_name(ranks, world()));
   if (it == groups_.end()) return;
   // Destroying a member waits for its running collective (bounded by the
   // collective timeout): not on the job's thread.

@@ -1,6 +1,7 @@
 #include "server/app.h"
 
 #include "api/safetensors.h"
+#include "scheduler/job_handle.h"
 #include "server/graph_routes.h"
 
 namespace tensord {
@@ -22,6 +23,13 @@ HttpResponse safetensors_response(const std::vector<std::pair<std::string, Tenso
     if (t.nbytes()) r.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
   }
   return r;
+}
+
+void cancel_when_client_goes(const std::shared_ptr<AsyncReply>& reply, const std::shared_ptr<Job>& job) {
+  std::weak_ptr<Job> weak = job;
+  reply->on_client_gone([weak] {
+    if (auto j = weak.lock()) j->cancel("the client closed the connection");
+  });
 }
 
 bool wants_safetensors(const HttpRequest& req) {

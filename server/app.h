@@ -61,6 +61,10 @@ inline void add_offloaded(Router& r, std::string method, const std::string& tmpl
 // handler pool, small ones on the connection's io thread.
 void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64);
 
+// A job started for a request: cancelled when its client goes away before
+// the answer (499 for /v1/run; a queued capture never runs).
+void cancel_when_client_goes(const std::shared_ptr<AsyncReply>& reply, const std::shared_ptr<Job>& job);
+
 // Helpers shared by the route files.
 HttpResponse json_response(int status, std::string body);
 // A safetensors response written from the tensors' own memory (no copy of

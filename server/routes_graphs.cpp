@@ -52,10 +52,7 @@ JobSpec parse_replay_request(HttpRequest& req) {
 void start_graph_replay(AppContext& app, Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,
                         const std::shared_ptr<AsyncReply>& reply, std::function<void(Job&)> answer) {
   std::shared_ptr<Job> job = app.graphs->replay_async(tenant, g, std::move(spec), std::move(answer));
-  std::weak_ptr<Job> weak = job;
-  reply->on_client_gone([weak] {
-    if (auto j = weak.lock()) j->cancel("the client closed the connection");
-  });
+  cancel_when_client_goes(reply, job);
 }
 
 void add_graph_routes(Router& r, AppContext& app) {
@@ -80,10 +77,7 @@ void add_graph_routes(Router& r, AppContext& app) {
                 return resp;
               });
             });
-        std::weak_ptr<Job> weak = job;
-        reply->on_client_gone([weak] {
-          if (auto j = weak.lock()) j->cancel("the client closed the connection");
-        });
+        cancel_when_client_goes(reply, job);
       },
       kCaptureInlineBody);
 

@@ -111,10 +111,7 @@ void add_run_routes(Router& r, AppContext& app) {
         const bool st = wants_safetensors(req), b64 = b64_requested(req);
         std::shared_ptr<Job> job = app.engine->run_async(tenant, parse_job_request(req),
                                                          [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
-        std::weak_ptr<Job> weak = job;
-        reply->on_client_gone([weak] {
-          if (auto j = weak.lock()) j->cancel("the client closed the connection");
-        });
+        cancel_when_client_goes(reply, job);
       },
       kRunInlineBody);
 

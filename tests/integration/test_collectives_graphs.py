@@ -17,9 +17,9 @@ import pytest
 import requests
 
 from conftest import Server, _stop_and_check
+from test_collectives import dec, enc  # the JSON tensor helpers of the SPMD tests
 
 RANKS = (2, 3, 4)
-DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 I64 = {"dtype": "int64", "shape": []}
 
 
@@ -29,15 +29,6 @@ def servers():
     yield srvs
     for s in srvs.values():
         _stop_and_check(s)
-
-
-def enc(a):
-    a = np.asarray(a)
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.reshape(-1).tolist()}
-
-
-def dec(t):
-    return np.array(t["data"], dtype=DTYPES.get(t["dtype"], np.float32)).reshape(t["shape"])
 
 
 def spec(a):

@@ -168,28 +168,21 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.metrics = state.options.record_metrics ? &HttpMetrics::global() : nullptr;
   impl_->handlers =
       std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
-  state.offload_as = [impl = impl_.get()](std::string_view authorization, std::function<void()> task) {
-    net::thread_pool* pool = impl->handlers.get();
-    if (impl->lane_of && !impl->lanes.empty()) {
-      std::string name;
-      try {
-        name = impl->lane_of(authorization);
-      } catch (...) {
-        name.clear();  // the shared pool; the handler answers what is wrong
-      }
-      auto it = impl->lanes.find(name);
-      if (it != impl->lanes.end()) pool = it->second.get();
-    }
-    net::post(*pool, std::move(task));
-  };
+  // The lane a request's Authorization names; null for none, an unknown
+  // lane or a lookup that throws (a bad token: the handler answers 401).
   state.lane_pool = [impl = impl_.get()](std::string_view authorization) -> net::thread_pool* {
     if (!impl->lane_of || impl->lanes.empty()) return nullptr;
     try {
       auto it = impl->lanes.find(impl->lane_of(authorization));
       return it == impl->lanes.end() ? nullptr : it->second.get();
     } catch (...) {
-      return nullptr;  // a bad token: the handler answers 401 on the io thread
+      return nullptr;
     }
+  };
+  state.offload_as = [impl = impl_.get(), lane_pool = state.lane_pool](std::string_view authorization,
+                                                                       std::function<void()> task) {
+    net::thread_pool* pool = lane_pool(authorization);
+    net::post(pool != nullptr ? *pool : *impl->handlers, std::move(task));
   };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {

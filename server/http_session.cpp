@@ -159,9 +159,7 @@ bool HttpSession::move_to_lane(const std::string& authorization) {
   moved.assign(local.protocol(), fd, ec);
   if (ec) {
     ::close(fd);
-    stream_.emplace(std::move(moved));  // closed: the next operation fails and the session ends
-    lane_ = lane;
-    net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->do_close(false); });
+    do_close(false);  // nothing is pending: the session ends with this handler
     return true;
   }
   stream_.emplace(std::move(moved));

@@ -4,7 +4,9 @@
 # label, then bench/cuda.py. Logs go to $OUT (or ./device-out).
 #
 #   bash scripts/device-gpu.sh [STAGES]   STAGES: any of build,test,ordered,bench (default all);
-#   the environment passes through to bench/cuda.py's server (TENSORD_CUDA_STREAM_ORDERED=1).
+#   the environment passes through to bench/cuda.py's server (TENSORD_CUDA_STREAM_ORDERED=1);
+#   DEVICE_TARGETS names what ninja builds (default: the server and the two
+#   executables of the gpu label; "all" builds everything).
 set -uo pipefail
 
 OUT=${OUT:-$PWD/device-out}
@@ -37,7 +39,10 @@ if [[ $STAGES == *build* ]]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DTENSORD_WERROR=OFF -DCMAKE_CXX_FLAGS=-g1 -DTENSORD_BOOST_VERSION=$(sed -n "s/#define BOOST_LIB_VERSION \"\(.*\)\"/\1/p" /usr/include/boost/version.hpp | tr _ .) >"$OUT/configure.log" 2>&1 ||
     { log "configure failed"; tail -30 "$OUT/configure.log"; exit 1; }
-  ninja -C build -k 0 >"$OUT/build.log" 2>&1
+  targets=${DEVICE_TARGETS:-tensord cuda_tests conformance_tests}
+  [ "$targets" = all ] && targets=
+  # shellcheck disable=SC2086 # a list of targets
+  ninja -C build -k 0 $targets >"$OUT/build.log" 2>&1
   rc=$?
   log "build rc=$rc in $(($(date +%s) - t0)) s; $(grep -c 'error' "$OUT/build.log") lines with 'error'"
   grep -E "error|FAILED" "$OUT/build.log" | head -40

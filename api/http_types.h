@@ -10,6 +10,14 @@
 
 namespace tensord {
 
+// Where a released request body's string goes (server/body_pool.h keeps
+// large ones resident for the next upload).
+class BodyRecycler {
+ public:
+  virtual ~BodyRecycler() = default;
+  virtual void recycle(std::string&& body) noexcept = 0;
+};
+
 struct HttpRequest {
   std::string method;                          // "GET", "PUT", ...
   std::string target;                          // raw request target ("/v1/tensors/a?x=1")
@@ -17,6 +25,9 @@ struct HttpRequest {
   std::map<std::string, std::string> query;    // decoded query parameters
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
+  // Set by the session: takes `body` back when the request (or the tensors
+  // share_body() gave its bytes to) no longer needs it. Null: freed.
+  std::shared_ptr<BodyRecycler> recycler;
   std::string request_id;
   // The tenant the request authenticated as (server/auth.h writes it, the
   // session's log line reads it): shared, so it outlives a moved request.
@@ -24,6 +35,28 @@ struct HttpRequest {
   // Filled by the router: route template and its {params}.
   std::string route;
   std::map<std::string, std::string> params;
+
+  HttpRequest() = default;
+  HttpRequest(HttpRequest&&) = default;
+  HttpRequest& operator=(HttpRequest&&) = default;
+  HttpRequest(const HttpRequest&) = default;
+  HttpRequest& operator=(const HttpRequest&) = default;
+  ~HttpRequest() {
+    if (recycler && !body.empty()) recycler->recycle(std::move(body));
+  }
+
+  // Moves the body out, shared read-only (tensors parsed from it view its
+  // bytes): the last owner's release hands the string to `recycler`.
+  std::shared_ptr<const std::string> share_body() {
+    if (!recycler) return std::make_shared<const std::string>(std::move(body));
+    std::weak_ptr<BodyRecycler> to = recycler;
+    auto owned = std::make_unique<std::string>(std::move(body));
+    return {owned.release(), [to](const std::string* p) {
+              std::unique_ptr<std::string> s(const_cast<std::string*>(
+                  p));  // NOLINT(cppcoreguidelines-pro-type-const-cast): ours, made non-const above
+              if (auto r = to.lock()) r->recycle(std::move(*s));
+            }};
+  }
 
   const std::string& header(const std::string& lower_name) const {
     static const std::string kEmpty;

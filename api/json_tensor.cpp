@@ -5,6 +5,7 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -258,7 +259,31 @@ Tensor scalar_from_json(const Value& v, const std::string& what) {
   return t;
 }
 
-Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value* shape_v, const std::string& what) {
+// Where a large b64 payload may be decoded in place: the request body the
+// document was parsed from in situ, and how to share it once decoded.
+struct InPlaceBody {
+  std::string* body = nullptr;
+  const BodyShare* share = nullptr;
+};
+
+// Payloads at least this large are decoded into their own body's memory.
+constexpr size_t kInPlaceB64Bytes = size_t{1} << 20;
+
+// The offset in `body` where `want` decoded bytes of the text at `text_at`
+// may land: at or before the text (decoding runs forward and writes 3 bytes
+// per 4 read, so it never overtakes its input), 64-byte aligned when
+// possible, else aligned for `align`. npos: nowhere.
+size_t in_place_offset(const std::string& body, size_t text_at, size_t align) {
+  const auto base = reinterpret_cast<uintptr_t>(body.data());
+  for (size_t a : {size_t{64}, align}) {
+    size_t off = static_cast<size_t>((a - base % a) % a);
+    if (off <= text_at) return off + (text_at - off) / a * a;
+  }
+  return std::string::npos;
+}
+
+Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value* shape_v, const std::string& what,
+                       const InPlaceBody& in_place = {}) {
   if (!dtype) fail(what, "\"dtype\" is required with \"b64\"");
   if (!shape_v) fail(what, "\"shape\" is required with \"b64\"");
   if (!b64.IsString()) fail(what, "\"b64\" must be a base64 string, got " + describe(b64));
@@ -276,20 +301,49 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
     fail(what, "b64 holds " + std::to_string(got) + " bytes, " + std::string(dtype_name(*dtype)) + shape_str(shape) +
                    " needs " + std::to_string(want));
   }
+  // A bool tensor's bytes must each be 0 or 1.
+  auto check_bools = [&](const void* data) {
+    if (*dtype != DType::kBool) return;
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < want; ++i) {
+      if (p[i] > 1) {
+        fail(what, element(static_cast<int64_t>(i)) + ": a bool byte must be 0 or 1, got " + std::to_string(p[i]));
+      }
+    }
+  };
+  const std::string* body = in_place.body;
+  // The text lies in the body when the document was parsed from it in situ.
+  const bool in_body = body && std::less_equal<>()(body->data(), text.data()) &&
+                       std::less_equal<>()(text.data() + text.size(), body->data() + body->size());
+  const size_t text_at = in_body ? static_cast<size_t>(text.data() - body->data()) : 0;
+  const size_t at = in_body && want >= kInPlaceB64Bytes ? in_place_offset(*body, text_at, dtype_alignment(*dtype))
+                                                        : std::string::npos;
+  if (at != std::string::npos) {
+    // Decoded over its own text: no second buffer of the tensor's size.
+    char* out = in_place.body->data() + at;
+    try {
+      base64_decode_into(text, out);
+    } catch (const Error& e) {
+      fail(what, "b64: " + e.message());
+    }
+    check_bools(out);
+    // The text's remainder past the bytes is not read again.
+    const size_t used = at + want;
+    release_pages(in_place.body->data() + used, in_place.body->capacity() - used);
+    std::shared_ptr<const std::string> owner = (*in_place.share)();
+    // The owner's resident bytes are the tensor's now (the rest was given
+    // back): the tensor store keeps this view instead of copying it.
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): the body is ours; ops never write their inputs
+    auto storage = Storage::wrap(const_cast<char*>(owner->data()) + at, want, owner, want);
+    return Tensor(TensorMeta{*dtype, std::move(shape)}, std::move(storage));
+  }
   Tensor t = Tensor::empty_host(*dtype, std::move(shape));
   try {
     base64_decode_into(text, t.data());
   } catch (const Error& e) {
     fail(what, "b64: " + e.message());
   }
-  if (*dtype == DType::kBool) {
-    const auto* p = static_cast<const unsigned char*>(t.data());
-    for (size_t i = 0; i < want; ++i) {
-      if (p[i] > 1) {
-        fail(what, element(static_cast<int64_t>(i)) + ": a bool byte must be 0 or 1, got " + std::to_string(p[i]));
-      }
-    }
-  }
+  check_bools(t.data());
   return t;
 }
 
@@ -417,7 +471,7 @@ Tensor tensor_from_data(const Value& data, std::optional<DType> dtype, const std
 
 }  // namespace
 
-Tensor tensor_from_json(const Value& v, const std::string& what) {
+Tensor tensor_from_json_impl(const Value& v, const std::string& what, const InPlaceBody& in_place) {
   if (v.IsNumber() || v.IsBool()) return scalar_from_json(v, what);
   if (is_mx_json(v)) return mx_tensor_from_json(v, what);
   if (!v.IsObject()) {
@@ -450,11 +504,15 @@ Tensor tensor_from_json(const Value& v, const std::string& what) {
     if (!dtype) fail(what, "unknown dtype " + describe(*dtype_v));
   }
   if (data_v && b64_v) fail(what, "give either \"data\" or \"b64\", not both");
-  if (b64_v) return tensor_from_b64(*b64_v, dtype, shape_v, what);
+  if (b64_v) return tensor_from_b64(*b64_v, dtype, shape_v, what, in_place);
   if (!data_v) fail(what, "a tensor needs \"data\" or \"b64\"");
   std::optional<Shape> shape;
   if (shape_v) shape = parse_shape(*shape_v, what);
   return tensor_from_data(*data_v, dtype, shape, what);
+}
+
+Tensor tensor_from_json(const Value& v, const std::string& what) {
+  return tensor_from_json_impl(v, what, {});
 }
 
 Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
@@ -463,10 +521,10 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
   return tensor_from_json(doc, what);
 }
 
-Tensor tensor_from_json_body(std::string& body, const std::string& what) {
+Tensor tensor_from_json_body(std::string& body, const std::string& what, const BodyShare& share) {
   rapidjson::Document doc;
   parse_json_insitu(body, doc, what);
-  return tensor_from_json(doc, what);
+  return tensor_from_json_impl(doc, what, share ? InPlaceBody{&body, &share} : InPlaceBody{});
 }
 
 Tensor tensor_from_json_data(const Value& data, DType dtype, const Shape& shape, const std::string& what) {

@@ -28,6 +28,8 @@
 // Parse untrusted text with parse_json (api/json_parse.h) first.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -53,10 +55,15 @@ inline constexpr unsigned kJsonParseFlags = rapidjson::kParseIterativeFlag | rap
 Tensor tensor_from_json(const rapidjson::Value& v, const std::string& what);
 // Parses `json` with parse_json first (a syntax error is bad_request).
 Tensor tensor_from_json_string(std::string_view json, const std::string& what);
+// Moves a request body out, shared (HttpRequest::share_body).
+using BodyShare = std::function<std::shared_ptr<const std::string>()>;
 // The same from a request body parsed in place (api/json_parse.h): a b64
 // payload is decoded from the body straight into the tensor; `body` is
-// left unescaped, not for reuse.
-Tensor tensor_from_json_body(std::string& body, const std::string& what);
+// left unescaped, not for reuse. With `share`, a payload of 1 MiB or more
+// is decoded over its own text in the body, the rest of the text's pages
+// are given back, and the tensor aliases the body that `share` moves out:
+// an upload's memory peaks at its body's size, not body + tensor.
+Tensor tensor_from_json_body(std::string& body, const std::string& what, const BodyShare& share = {});
 // Only the "data" value (nested or flat row-major, elements as above) of a
 // tensor whose dtype and shape are known (KServe v2 inputs, API.md 11).
 Tensor tensor_from_json_data(const rapidjson::Value& data, DType dtype, const Shape& shape, const std::string& what);

@@ -12,7 +12,6 @@
 
 #include "api/json_parse.h"
 #include "api/mx_wire.h"
-#include "ops/dispatch.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -28,10 +27,6 @@ static_assert(std::endian::native == std::endian::little, "safetensors bytes are
 
 std::string quoted(std::string_view s) {
   return "\"" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...\"" : "\"");
-}
-
-size_t element_alignment(DType t) {
-  return dispatch_dtype(t, [](auto tag) { return alignof(typename decltype(tag)::type); });
 }
 
 struct Entry {
@@ -176,7 +171,7 @@ SafetensorsFile parse_safetensors(const std::shared_ptr<const std::string>& body
       }
     }
     Tensor t;
-    if (nbytes > 0 && reinterpret_cast<uintptr_t>(p) % element_alignment(e.dtype) == 0) {
+    if (nbytes > 0 && reinterpret_cast<uintptr_t>(p) % dtype_alignment(e.dtype) == 0) {
       // The storage never writes through this pointer on its own; ops write
       // only to outputs they allocate.
       auto storage = Storage::wrap(const_cast<char*>(p), nbytes, body, body->size());

@@ -41,6 +41,9 @@ const DTypeInfo& info(DType t) {
 size_t dtype_size(DType t) {
   return info(t).size;
 }
+size_t dtype_alignment(DType t) {
+  return is_complex(t) ? info(t).size / 2 : info(t).size;
+}
 std::string_view dtype_name(DType t) {
   return info(t).name;
 }

@@ -46,6 +46,8 @@ struct Float8E8M0FNU {
 };
 
 size_t dtype_size(DType t);
+// alignof the element type (a complex type: its component's).
+size_t dtype_alignment(DType t);
 // PyTorch name: "float32", "bfloat16", "float8_e4m3fn", ...
 std::string_view dtype_name(DType t);
 // Accepts PyTorch names (with or without "torch."), common aliases

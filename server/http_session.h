@@ -51,6 +51,12 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void on_continue_sent(beast::error_code ec, std::size_t bytes);
   void do_read_body();
   void on_read_body(beast::error_code ec, std::size_t bytes);
+  void rearm_body_timer();
+  // A body of at least kDirectBodyBytes with a Content-Length: read with
+  // the socket's own reads into its final string (from the body pool),
+  // then handled as if Beast had read it.
+  void start_body_direct(size_t len);
+  void read_body_direct();
   // A read failed: answer 400/413 when it was the request's fault, else close.
   void on_read_error(beast::error_code ec);
 
@@ -91,6 +97,9 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // inactivity timer is re-armed.
   static constexpr size_t kBodyBufferBytes = 1 << 20;
   static constexpr std::chrono::milliseconds kTimerRearm{500};
+  static constexpr size_t kDirectBodyBytes = size_t{4} << 20;
+  std::string direct_body_;  // a body being read directly, and how much of it has come
+  size_t direct_got_ = 0;
 
   // In an optional so that move_to_lane can rebuild it on another executor
   // (a Beast stream cannot be reassigned).

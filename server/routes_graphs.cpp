@@ -30,7 +30,7 @@ namespace {
 
 JobSpec parse_replay_request(HttpRequest& req) {
   if (is_safetensors_body(req)) {
-    auto body = std::make_shared<const std::string>(std::move(req.body));
+    auto body = req.share_body();
     SafetensorsFile f = parse_safetensors(body);
     std::map<std::string, Tensor> inputs;
     for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));

@@ -24,7 +24,7 @@ namespace {
 JobSpec parse_job_request(HttpRequest& req) {
   JobSpec spec;
   if (is_safetensors_body(req)) {
-    auto body = std::make_shared<const std::string>(std::move(req.body));
+    auto body = req.share_body();
     SafetensorsFile f = parse_safetensors(body);
     auto it = f.metadata.find("request");
     if (it == f.metadata.end())

@@ -23,7 +23,7 @@ std::string shape_header(const Shape& s) {
 
 Tensor tensor_from_body(HttpRequest& req) {
   if (is_safetensors_body(req)) {
-    auto body = std::make_shared<const std::string>(std::move(req.body));
+    auto body = req.share_body();
     SafetensorsFile f = parse_safetensors(body);
     if (f.tensors.size() != 1) {
       throw Error(ErrorCode::kBadRequest, "PUT takes a safetensors file with exactly one tensor, got " +
@@ -31,7 +31,7 @@ Tensor tensor_from_body(HttpRequest& req) {
     }
     return f.tensors[0].second;
   }
-  return tensor_from_json_body(req.body, "body");
+  return tensor_from_json_body(req.body, "body", [&req] { return req.share_body(); });
 }
 
 bool use_b64(const HttpRequest& req) {
@@ -108,7 +108,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     if (!is_safetensors_body(req)) {
       throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
     }
-    auto body = std::make_shared<const std::string>(std::move(req.body));
+    auto body = req.share_body();
     SafetensorsFile f = parse_safetensors(body);
     for (const auto& [name, t] : f.tensors) validate_tensor_name(name);
     std::vector<StoredInfo> stored;

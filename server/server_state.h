@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "server/body_pool.h"
 #include "server/http_server.h"
 
 namespace boost::asio {
@@ -35,6 +36,8 @@ struct ServerState {
   // names its tenant (HttpSession moves the socket there), or null: the
   // io threads keep it. Null function: no lanes.
   std::function<boost::asio::thread_pool*(std::string_view authorization)> lane_pool;
+  // Large bodies' memory, reused across uploads (body_pool.h).
+  std::shared_ptr<BodyPool> bodies = std::make_shared<BodyPool>(BodyPool::default_capacity());
   // GET /v1/stream upgrades (websocket_session.h); null: no WebSocket.
   std::shared_ptr<StreamService> streams;
 };

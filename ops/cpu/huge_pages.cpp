@@ -1,6 +1,7 @@
 #include "ops/cpu/huge_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -18,6 +19,15 @@ void advise_huge_pages(void* p, size_t bytes) noexcept {
   // madvise needs page alignment, which 2 MiB boundaries have; a range
   // inside a malloc'd mapping splits its VMA, which munmap then frees whole.
   (void)madvise(static_cast<char*>(p) + lead, span, MADV_HUGEPAGE);
+}
+
+void release_pages(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  const size_t lead = (page - reinterpret_cast<uintptr_t>(p) % page) % page;
+  if (bytes <= lead) return;
+  const size_t span = (bytes - lead) / page * page;
+  if (span != 0) (void)madvise(static_cast<char*>(p) + lead, span, MADV_DONTNEED);
 }
 
 }  // namespace tensord

@@ -20,4 +20,10 @@ inline constexpr size_t kHugePageAdviseBytes = size_t{4} << 20;
 // kHugePageAdviseBytes; failures are ignored (an advice, not a need).
 void advise_huge_pages(void* p, size_t bytes) noexcept;
 
+// Gives the whole pages inside [p, p + bytes) back to the system
+// (MADV_DONTNEED): a buffer's part that will not be read again, such as a
+// request body's base64 text once decoded in place. They read as zeros if
+// touched again. Failures are ignored.
+void release_pages(void* p, size_t bytes) noexcept;
+
 }  // namespace tensord

@@ -126,3 +126,74 @@ def test_a_large_upload_is_not_copied_again():
         np.testing.assert_array_equal(tensord.Client(s.url).get("big"), arr)
     finally:
         _stop_and_check(s)
+
+
+def put_peak(s, path, body, ctype):
+    """PUTs `body` and returns (response, the server's peak RSS growth in bytes)."""
+    with open("/proc/%d/clear_refs" % s.pid, "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    before = s.rss_kb()
+    r = requests.put(s.url + path, data=body, headers={"Content-Type": ctype}, timeout=60)
+    with open("/proc/%d/status" % s.pid) as f:
+        hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+    return r, (hwm - before) * 1024
+
+
+def test_a_large_json_b64_upload_is_decoded_over_its_own_text():
+    """A JSON b64 PUT decodes into the body's own memory (api/json_tensor.h):
+    its peak is the body (4/3 of the tensor), not body + tensor (7/3)."""
+    s = Server([], name="datapath-b64")
+    try:
+        arr = np.random.default_rng(1).standard_normal((16, 1 << 20)).astype(np.float32)  # 64 MiB
+        body = json.dumps({"dtype": "float32", "shape": list(arr.shape),
+                           "b64": __import__("base64").b64encode(arr.tobytes()).decode()})
+        r, grew = put_peak(s, "/v1/tensors/b", body, "application/json")
+        assert r.status_code == 201, r.text
+        peak = grew / arr.nbytes
+        print("peak RSS of a 64 MiB JSON b64 PUT: %.2fx the tensor" % peak)
+        assert peak < 1.75, peak  # was 2.33x: the body, then the decoded tensor
+        assert memory(s.url) == arr.nbytes
+        np.testing.assert_array_equal(tensord.Client(s.url).get("b"), arr)
+
+        # A bad character deep in the text, after decoding has overwritten
+        # what came before it: 400, nothing stored, the memory where it was.
+        bad = body[:-5000] + "!" + body[-4999:]
+        r = requests.put(s.url + "/v1/tensors/bad", data=bad, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 400, r.text
+        assert "b64" in r.json()["error"]["message"]
+        assert "bad" not in [t["name"] for t in listed(s.url)]
+        assert memory(s.url) == arr.nbytes
+        np.testing.assert_array_equal(tensord.Client(s.url).get("b"), arr)
+    finally:
+        _stop_and_check(s)
+
+
+def test_a_replaced_upload_gives_its_body_to_the_next():
+    """A stored tensor's body, released when the tensor is replaced or
+    deleted, is kept (tensord_body_pool_bytes) and the next upload of its
+    size is read into it: no fresh pages, and no stale bytes either."""
+    s = Server([], name="datapath-pool")
+    try:
+        rng = np.random.default_rng(2)
+        arrays = [rng.standard_normal((32, 1 << 18)).astype(np.float32) for _ in range(3)]  # 32 MiB each
+        def pool():
+            text = requests.get(s.url + "/metrics", timeout=10).text
+            return sum(float(l.split()[1]) for l in text.splitlines() if l.startswith("tensord_body_pool_bytes "))
+
+        assert pool() == 0
+        for a in arrays[:2]:
+            r, _ = put_peak(s, "/v1/tensors/w", safetensors_body(a), "application/vnd.safetensors")
+            assert r.status_code in (200, 201), r.text
+        assert pool() >= arrays[0].nbytes, "the replaced tensor's body was not kept"
+        r, grew = put_peak(s, "/v1/tensors/w", safetensors_body(arrays[2]), "application/vnd.safetensors")
+        assert r.status_code in (200, 201), r.text
+        print("peak RSS of a PUT into a pooled body: %.2fx the tensor" % (grew / arrays[2].nbytes))
+        assert grew < 0.5 * arrays[2].nbytes, grew
+        np.testing.assert_array_equal(tensord.Client(s.url).get("w"), arrays[2])
+        assert memory(s.url) == arrays[2].nbytes
+        assert requests.delete(s.url + "/v1/tensors/w", timeout=10).status_code in (200, 204)
+        assert pool() >= 2 * arrays[0].nbytes
+        assert settle(s.url, 0) == 0
+    finally:
+        _stop_and_check(s)

@@ -141,18 +141,23 @@ std::vector<Fingerprint> exchange_fingerprints(gloo::Context& ctx, const Collect
   // Known to `abort` before anything is posted: an abort from here on ends
   // the waits below at once (Gloo's abort flags stay set until a wait).
   ExchangeWaits waits(abort, std::move(bufs));
+  MissingRanks missing;
+  // Posting to a peer whose connection already closed throws its error.
   for (int r = 0; r < R; ++r) {
-    if (r != me) x->recvs[static_cast<size_t>(r)]->recv(r, slot);
-  }
-  for (int r = 0; r < R; ++r) {
-    if (r != me) x->sends[static_cast<size_t>(r)]->send(r, slot);
+    if (r == me) continue;
+    try {
+      x->recvs[static_cast<size_t>(r)]->recv(r, slot);
+      x->sends[static_cast<size_t>(r)]->send(r, slot);
+    } catch (const gloo::IoException&) {
+      missing.left = true;
+      missing.ranks.push_back(r);
+    }
   }
   const auto left = [&] {
     return std::max(chr::milliseconds(1), chr::duration_cast<chr::milliseconds>(deadline - chr::steady_clock::now()));
   };
   // A wait that did not complete: aborted (false), timed out, or its peer's
   // connection closed (Gloo's IoException says which).
-  MissingRanks missing;
   const auto wait_one = [&](int r, bool recv) {
     auto& b = recv ? x->recvs[static_cast<size_t>(r)] : x->sends[static_cast<size_t>(r)];
     try {

@@ -304,15 +304,15 @@ static void divide_by(DType dtype, void* p, size_t n, int size) {
 
 void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   const std::string what = describe(call);
-  if (!broken_.empty()) {
-    throw Error(ErrorCode::kUnavailable, what + " cannot run: the group is broken (" + broken_ + ")");
-  }
   const auto aborted = [&] {
     std::lock_guard lock(mu_);
     return aborted_;
   };
   if (const std::string why = aborted(); !why.empty()) {
     throw Error(ErrorCode::kCancelled, what + " was aborted: " + why);
+  }
+  if (!broken_.empty()) {
+    throw Error(ErrorCode::kUnavailable, what + " cannot run: the group is broken (" + broken_ + ")");
   }
   const auto deadline = chr::steady_clock::now() + call.timeout;
   const auto remaining = [&] {

@@ -166,8 +166,7 @@ std::unique_ptr<dist::ProcessGroup> RankWorkers::join(Group& g, const std::vecto
   dist::GlooOptions go;
   // Its waits for the peers' addresses stop when the group is aborted (a
   // job that failed elsewhere while this member joined).
-  go.store =
-      std::make_shared<dist::AbortableStore>(opts_.make_store ? opts_.make_store() : store_, g.joining_aborted);
+  go.store = std::make_shared<dist::AbortableStore>(opts_.make_store ? opts_.make_store() : store_, g.joining_aborted);
   go.key_prefix = g.key_prefix;
   go.device = rk.device;
   go.rendezvous_timeout = opts_.collective_timeout;

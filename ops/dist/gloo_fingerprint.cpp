@@ -112,8 +112,7 @@ bool Fingerprint::same_shape(const Fingerprint& o, bool except_dim) const {
 
 std::vector<Fingerprint> exchange_fingerprints(gloo::Context& ctx, const CollectiveCall& call,
                                                chr::steady_clock::time_point deadline,
-                                               std::vector<std::shared_ptr<void>>& graveyard,
-                                               ExchangeAbort* abort) {
+                                               std::vector<std::shared_ptr<void>>& graveyard, ExchangeAbort* abort) {
   const int R = ctx.size;
   const int me = ctx.rank;
   // Held through shared_ptr so a timed-out exchange can outlive this call.

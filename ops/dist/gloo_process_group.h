@@ -111,7 +111,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::string aborted_;  // abort()'s reason; empty until then
-  std::string broken_;  // why the group is unusable; empty while healthy (worker thread only)
+  std::string broken_;   // why the group is unusable; empty while healthy (worker thread only)
   std::thread worker_;
 };
 

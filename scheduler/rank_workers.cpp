@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "ops/dist/abortable_store.h"
 #include "ops/dist/dist_ops.h"
 #include "ops/dist/flight_recorder.h"
 #include "ops/dist/gloo_process_group.h"
@@ -46,7 +47,24 @@ struct RankWorkers::Rank {
 struct RankWorkers::Group {
   std::string key_prefix;  // unique per generation: a replaced group never meets its successor
   int64_t pg_id = 0;
+  // Set by abort(): members still joining give up (their store waits).
+  std::shared_ptr<std::atomic<bool>> joining_aborted = std::make_shared<std::atomic<bool>>(false);
+  std::mutex mu;        // members (filled on the rank threads, aborted from the caller's) and aborted
+  std::string aborted;  // why; empty while usable
   std::vector<std::unique_ptr<dist::ProcessGroup>> members;
+
+  // Every member gives up at once: its pending collectives fail, its peers
+  // (here and on other servers) stop waiting on it, members still joining
+  // stop. The group is retired after.
+  void abort(const std::string& why) {
+    std::lock_guard lk(mu);
+    if (!aborted.empty()) return;
+    aborted = why;
+    joining_aborted->store(true);
+    for (auto& m : members) {
+      if (m) m->abort(why);
+    }
+  }
 };
 
 namespace {
@@ -106,40 +124,59 @@ std::shared_ptr<dist::FlightRecorder> RankWorkers::recorder(int r) const {
 
 dist::ProcessGroup& RankWorkers::member_of(Group& g, const std::vector<int>& ranks, size_t index) {
   // Each member fills its own slot, on its own thread, and only while no
-  // other run can touch the group (run_mu_).
-  auto& member = g.members[index];
-  if (!member) {
-    const int local = ranks[index] - opts_.rank_offset;
-    Rank& rk = *ranks_[static_cast<size_t>(local)];
-    dist::ProcessGroupOptions po;
-    po.name = dist::group_name(ranks, world());
-    po.global_ranks = ranks;
-    po.pg_id = g.pg_id;
-    po.timeout = opts_.collective_timeout;
-    po.recorder = rk.recorder;
-    po.on_collective = opts_.on_collective;
-    if (opts_.groups.make) {
-      dist::GroupJoin join;
-      join.local_rank = local;
-      join.store = opts_.make_store ? opts_.make_store() : store_;
-      join.key_prefix = g.key_prefix;
-      join.rendezvous_timeout = opts_.collective_timeout;
-      member = opts_.groups.make(static_cast<int>(index), static_cast<int>(ranks.size()), std::move(po), join);
-      return *member;
-    }
-    dist::GlooOptions go;
-    go.store = opts_.make_store ? opts_.make_store() : store_;
-    go.key_prefix = g.key_prefix;
-    go.device = rk.device;
-    go.rendezvous_timeout = opts_.collective_timeout;
-    member = std::make_unique<dist::GlooProcessGroup>(static_cast<int>(index), static_cast<int>(ranks.size()),
-                                                      std::move(po), std::move(go));
+  // other run can touch the group (run_mu_); abort() reads the slots from
+  // the caller's thread (g.mu).
+  {
+    std::lock_guard lk(g.mu);
+    if (g.members[index]) return *g.members[index];
   }
-  return *member;
+  std::unique_ptr<dist::ProcessGroup> member;
+  try {
+    member = join(g, ranks, index);
+  } catch (...) {
+    std::lock_guard lk(g.mu);
+    if (g.aborted.empty()) throw;
+    throw Error(ErrorCode::kCancelled, "rank " + std::to_string(ranks[index]) + " stopped joining group " +
+                                           dist::group_name(ranks, world()) + ": " + g.aborted);
+  }
+  std::lock_guard lk(g.mu);
+  if (!g.aborted.empty()) member->abort(g.aborted);
+  g.members[index] = std::move(member);
+  return *g.members[index];
+}
+
+std::unique_ptr<dist::ProcessGroup> RankWorkers::join(Group& g, const std::vector<int>& ranks, size_t index) {
+  const int local = ranks[index] - opts_.rank_offset;
+  Rank& rk = *ranks_[static_cast<size_t>(local)];
+  dist::ProcessGroupOptions po;
+  po.name = dist::group_name(ranks, world());
+  po.global_ranks = ranks;
+  po.pg_id = g.pg_id;
+  po.timeout = opts_.collective_timeout;
+  po.recorder = rk.recorder;
+  po.on_collective = opts_.on_collective;
+  if (opts_.groups.make) {
+    dist::GroupJoin join;
+    join.local_rank = local;
+    join.store = opts_.make_store ? opts_.make_store() : store_;
+    join.key_prefix = g.key_prefix;
+    join.rendezvous_timeout = opts_.collective_timeout;
+    return opts_.groups.make(static_cast<int>(index), static_cast<int>(ranks.size()), std::move(po), join);
+  }
+  dist::GlooOptions go;
+  // Its waits for the peers' addresses stop when the group is aborted (a
+  // job that failed elsewhere while this member joined).
+  go.store = std::make_shared<dist::AbortableStore>(opts_.make_store ? opts_.make_store() : store_, g.joining_aborted);
+  go.key_prefix = g.key_prefix;
+  go.device = rk.device;
+  go.rendezvous_timeout = opts_.collective_timeout;
+  return std::make_unique<dist::GlooProcessGroup>(static_cast<int>(index), static_cast<int>(ranks.size()),
+                                                  std::move(po), std::move(go));
 }
 
 std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, const std::string& key_prefix,
-                                                 const Part& part, const std::function<void()>& tick) {
+                                                 const Part& part, const std::function<void()>& tick,
+                                                 const std::atomic<bool>* stop) {
   for (int r : ranks) {
     TENSORD_CHECK(r >= 0 && r < world(), kInvalidArgument,
                   "rank " + std::to_string(r) + " is not in the world of " + std::to_string(world()));
@@ -167,31 +204,51 @@ std::vector<std::exception_ptr> RankWorkers::run(const std::vector<int>& ranks, 
   std::mutex mu;
   std::condition_variable cv;
   size_t left = 0;
+  std::string failure;  // the first part's failure: why the group is aborted
   for (size_t i = 0; i < n; ++i) left += is_local(ranks[i]) ? 1 : 0;
   for (size_t i = 0; i < n; ++i) {
     if (!is_local(ranks[i])) continue;
     ranks_[static_cast<size_t>(ranks[i] - opts_.rank_offset)]->post([&, i] {
+      std::string why;
       try {
         part(i, member_of(*g, ranks, i));
+      } catch (const std::exception& e) {
+        errors[i] = std::current_exception();
+        why = "rank " + std::to_string(ranks[i]) + " failed: " + e.what();
       } catch (...) {
         errors[i] = std::current_exception();
+        why = "rank " + std::to_string(ranks[i]) + " failed";
       }
       std::lock_guard lk(mu);
+      if (failure.empty()) failure = why;
       if (--left == 0) cv.notify_all();
     });
   }
+  // A part that failed, or the caller's stop, aborts the group at once:
+  // the other members stop waiting in their collectives (here and on the
+  // world's other servers), not at the collective timeout.
+  bool aborted = false;
   std::unique_lock lk(mu);
-  while (!cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return left == 0; })) {
+  for (;;) {
+    if (!aborted && (!failure.empty() || (stop && stop->load()))) {
+      const std::string why = failure.empty() ? "the job was stopped" : failure;
+      lk.unlock();
+      g->abort(why);
+      aborted = true;
+      lk.lock();
+    }
+    if (cv.wait_for(lk, std::chrono::milliseconds(5), [&] { return left == 0; })) break;
     lk.unlock();
     if (tick) tick();
     lk.lock();
   }
-  for (const auto& e : errors) {
-    if (e) {
-      retire(ranks);
-      break;
-    }
-  }
+  lk.unlock();
+  bool failed = aborted;
+  for (const auto& e : errors) failed = failed || e;
+  // The job's reference goes first: a retired group is destroyed on its
+  // reaper, never on the job's thread (its running collective may wait).
+  g.reset();
+  if (failed) retire(ranks);
   return errors;
 }
 

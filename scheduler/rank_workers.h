@@ -16,6 +16,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -90,10 +91,14 @@ class RankWorkers {
   // runs on the caller's thread every few milliseconds meanwhile (a job
   // watches its cancel flag and deadline there). One call at a time. When a
   // part failed, a collective may be left pending on the others: the group
-  // is dropped, and the caller should pick a new prefix.
+  // is dropped, and the caller should pick a new prefix. As soon as a part
+  // fails, or `stop` (when given) is set, the group is aborted
+  // (ProcessGroup::abort): the other members' collectives, and their
+  // peers' on other servers, fail at once, members still joining stop, and
+  // the group is dropped.
   using Part = std::function<void(size_t index, dist::ProcessGroup& group)>;
   std::vector<std::exception_ptr> run(const std::vector<int>& ranks, const std::string& key_prefix, const Part& part,
-                                      const std::function<void()>& tick);
+                                      const std::function<void()>& tick, const std::atomic<bool>* stop = nullptr);
   // Local rank r's flight recorder (global rank offset() + r).
   std::shared_ptr<dist::FlightRecorder> recorder(int r) const;
 
@@ -103,6 +108,9 @@ class RankWorkers {
   // Member `index`'s part of `g` over `ranks`, joining it first when it
   // has not yet. Runs on the member's rank thread.
   dist::ProcessGroup& member_of(Group& g, const std::vector<int>& ranks, size_t index);
+  // Member `index` joining `g` (blocks until every member joined, the
+  // rendezvous timeout, or the group's abort).
+  std::unique_ptr<dist::ProcessGroup> join(Group& g, const std::vector<int>& ranks, size_t index);
   // Drops the group over `ranks` (run_mu_ held, no part running).
   void retire(const std::vector<int>& ranks);
 

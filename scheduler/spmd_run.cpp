@@ -148,7 +148,7 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
   auto tick = [&] {
     if (cancelled.load() || std::chrono::steady_clock::now() >= base.deadline) abort->store(true);
   };
-  std::vector<std::exception_ptr> errors = workers.run(plan.ranks, run.key, part, tick);
+  std::vector<std::exception_ptr> errors = workers.run(plan.ranks, run.key, part, tick, abort.get());
   for (size_t i = 0; i < n; ++i) {
     ran[i] = workers.is_local(plan.ranks[i]) && !errors[i];
     if (errors[i]) abort->store(true);

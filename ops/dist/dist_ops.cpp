@@ -71,20 +71,25 @@ void check_even(const TensorMeta& x, int64_t d, const std::string& op) {
 }
 
 // Waits for a collective, giving up when the job is cancelled (another rank
-// failed, the deadline passed, the client went away): the collective itself
-// then fails on its own timeout, and the group is replaced (rank_workers).
+// failed, the deadline passed, the client went away): the group is then
+// aborted and replaced (rank_workers). A collective that failed once the
+// job was cancelled failed because of it (its peers were aborted): the
+// cancellation is reported, so the job's error stays the rank's that failed
+// first.
 void wait_for(Work& work, const OpContext& ctx) {
   constexpr std::chrono::milliseconds kPoll{20};
+  const auto stopped = [&] { return ctx.cancelled && ctx.cancelled->load(); };
   for (;;) {
-    if (work.is_completed()) return work.wait();
-    if (ctx.cancelled && ctx.cancelled->load()) {
+    if (work.is_completed() && (work.is_success() || !stopped())) return work.wait();
+    if (stopped()) {
       throw Error(ErrorCode::kCancelled, "cancelled while waiting in " + std::string(collective_op_name(work.op())) +
                                              " (seq " + std::to_string(work.seq()) + ") of group " + work.group());
     }
     try {
       return work.wait(kPoll);
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::kDeadlineExceeded || work.is_completed()) throw;
+      const bool timed_out_waiting = e.code() == ErrorCode::kDeadlineExceeded && !work.is_completed();
+      if (!timed_out_waiting && !stopped()) throw;
     }
   }
 }

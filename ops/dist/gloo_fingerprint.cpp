@@ -6,6 +6,7 @@
 #include <gloo/types.h>
 
 #include <algorithm>
+#include <string>
 
 #include "ops/error.h"
 
@@ -20,6 +21,43 @@ constexpr int64_t kFingerprintMagic = 0x7464666770;  // "tdfgp"
 constexpr uint8_t kFingerprintSlotPrefix = 0x7e;
 
 }  // namespace
+
+void ExchangeAbort::abort() {
+  std::lock_guard lk(mu_);
+  aborted_ = true;
+  for (auto* b : live_) {
+    b->abortWaitRecv();
+    b->abortWaitSend();
+  }
+}
+
+bool ExchangeAbort::aborted() const {
+  std::lock_guard lk(mu_);
+  return aborted_;
+}
+
+// An exchange's buffers, known to its ExchangeAbort while it waits on them.
+class ExchangeWaits {
+ public:
+  // Throws ExchangeAborted when `a` was aborted already.
+  ExchangeWaits(ExchangeAbort* a, std::vector<gloo::transport::UnboundBuffer*> bufs) : a_(a) {
+    if (!a_) return;
+    std::lock_guard lk(a_->mu_);
+    if (a_->aborted_) throw ExchangeAborted{};
+    a_->live_ = std::move(bufs);
+  }
+  ~ExchangeWaits() {
+    if (!a_) return;
+    std::lock_guard lk(a_->mu_);
+    a_->live_.clear();
+  }
+  ExchangeWaits(const ExchangeWaits&) = delete;
+  ExchangeWaits& operator=(const ExchangeWaits&) = delete;
+  bool aborted() const { return a_ && a_->aborted(); }
+
+ private:
+  ExchangeAbort* a_;
+};
 
 Fingerprint::Fingerprint(int size) : w_(kHeader + static_cast<size_t>(size), 0) {}
 
@@ -74,7 +112,7 @@ bool Fingerprint::same_shape(const Fingerprint& o, bool except_dim) const {
 
 std::vector<Fingerprint> exchange_fingerprints(gloo::Context& ctx, const CollectiveCall& call,
                                                chr::steady_clock::time_point deadline,
-                                               std::vector<std::shared_ptr<void>>& graveyard) {
+                                               std::vector<std::shared_ptr<void>>& graveyard, ExchangeAbort* abort) {
   const int R = ctx.size;
   const int me = ctx.rank;
   // Held through shared_ptr so a timed-out exchange can outlive this call.
@@ -90,43 +128,55 @@ std::vector<Fingerprint> exchange_fingerprints(gloo::Context& ctx, const Collect
   Fingerprint& mine = x->fps[static_cast<size_t>(me)];
   x->sends.resize(static_cast<size_t>(R));
   x->recvs.resize(static_cast<size_t>(R));
+  std::vector<gloo::transport::UnboundBuffer*> bufs;
   for (int r = 0; r < R; ++r) {
     if (r == me) continue;
     auto& fp = x->fps[static_cast<size_t>(r)];
     x->recvs[static_cast<size_t>(r)] = ctx.createUnboundBuffer(fp.data(), fp.nbytes());
-    x->recvs[static_cast<size_t>(r)]->recv(r, slot);
+    x->sends[static_cast<size_t>(r)] = ctx.createUnboundBuffer(mine.data(), mine.nbytes());
+    bufs.push_back(x->recvs[static_cast<size_t>(r)].get());
+    bufs.push_back(x->sends[static_cast<size_t>(r)].get());
   }
+  // Known to `abort` before anything is posted: an abort from here on ends
+  // the waits below at once (Gloo's abort flags stay set until a wait).
+  ExchangeWaits waits(abort, std::move(bufs));
+  MissingRanks missing;
+  // Posting to a peer whose connection already closed throws its error.
   for (int r = 0; r < R; ++r) {
     if (r == me) continue;
-    x->sends[static_cast<size_t>(r)] = ctx.createUnboundBuffer(mine.data(), mine.nbytes());
-    x->sends[static_cast<size_t>(r)]->send(r, slot);
+    try {
+      x->recvs[static_cast<size_t>(r)]->recv(r, slot);
+      x->sends[static_cast<size_t>(r)]->send(r, slot);
+    } catch (const gloo::IoException&) {
+      missing.left = true;
+      missing.ranks.push_back(r);
+    }
   }
   const auto left = [&] {
     return std::max(chr::milliseconds(1), chr::duration_cast<chr::milliseconds>(deadline - chr::steady_clock::now()));
   };
-  MissingRanks missing;
-  for (int r = 0; r < R; ++r) {
-    if (r == me) continue;
-    bool ok = false;
+  // A wait that did not complete: aborted (false), timed out, or its peer's
+  // connection closed (Gloo's IoException says which).
+  const auto wait_one = [&](int r, bool recv) {
+    auto& b = recv ? x->recvs[static_cast<size_t>(r)] : x->sends[static_cast<size_t>(r)];
     try {
-      ok = x->recvs[static_cast<size_t>(r)]->waitRecv(left());
-    } catch (const gloo::IoException&) {
-      ok = false;
+      if (recv ? b->waitRecv(left()) : b->waitSend(left())) return;
+    } catch (const gloo::IoException& e) {
+      if (std::string(e.what()).find("Timed out") == std::string::npos) missing.left = true;
     }
-    if (!ok) missing.ranks.push_back(r);
+    missing.ranks.push_back(r);
+  };
+  // Once a peer has left, the collective cannot happen: the others are not
+  // waited for.
+  for (int r = 0; r < R && !missing.left; ++r) {
+    if (r != me) wait_one(r, true);
   }
-  if (missing.ranks.empty()) {
-    for (int r = 0; r < R; ++r) {
-      if (r == me) continue;
-      try {
-        if (!x->sends[static_cast<size_t>(r)]->waitSend(left())) missing.ranks.push_back(r);
-      } catch (const gloo::IoException&) {
-        missing.ranks.push_back(r);
-      }
-    }
+  for (int r = 0; r < R && missing.ranks.empty(); ++r) {
+    if (r != me) wait_one(r, false);
   }
   if (!missing.ranks.empty()) {
     graveyard.push_back(x);
+    if (waits.aborted()) throw ExchangeAborted{};
     throw missing;
   }
   return std::move(x->fps);

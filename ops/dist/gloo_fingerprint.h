@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,10 @@
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
 }
+}  // namespace gloo
 
 namespace tensord::dist {
 
@@ -52,18 +56,41 @@ class Fingerprint {
 };
 
 // Thrown by exchange_fingerprints: the group ranks whose fingerprint had
-// not arrived by the deadline.
+// not arrived by the deadline, or (`left`) whose connection closed first:
+// they failed or were aborted (GlooProcessGroup::abort), or their process
+// died.
 struct MissingRanks {
   std::vector<int> ranks;
+  bool left = false;
+};
+
+// Thrown by exchange_fingerprints when its ExchangeAbort was aborted.
+struct ExchangeAborted {};
+
+// Lets another thread end the exchange in progress on a group's thread,
+// and every later one, at once (the group's abort): its waits are Gloo's
+// own abortWaitRecv/abortWaitSend, no polling. Thread-safe.
+class ExchangeAbort {
+ public:
+  void abort();
+  bool aborted() const;
+
+ private:
+  friend class ExchangeWaits;
+  mutable std::mutex mu_;
+  bool aborted_ = false;
+  std::vector<gloo::transport::UnboundBuffer*> live_;  // the exchange in progress's
 };
 
 // Sends this rank's fingerprint to every peer and receives theirs, point to
 // point over the context's pairs (a slot of its own per seq). Returns them
-// in rank order; throws MissingRanks at the deadline, leaving the pending
-// buffers in `graveyard`.
+// in rank order; throws MissingRanks at the deadline or as soon as a
+// missing peer's connection closes, ExchangeAborted when `abort` is
+// aborted, leaving the pending buffers in `graveyard` either way.
 std::vector<Fingerprint> exchange_fingerprints(gloo::Context& ctx, const CollectiveCall& call,
                                                std::chrono::steady_clock::time_point deadline,
-                                               std::vector<std::shared_ptr<void>>& graveyard);
+                                               std::vector<std::shared_ptr<void>>& graveyard,
+                                               ExchangeAbort* abort = nullptr);
 
 // Throws Error (kDtypeMismatch, kShapeMismatch, kInvalidArgument) naming
 // the ranks that disagree about `call`; `what` names the collective,

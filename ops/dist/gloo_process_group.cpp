@@ -149,7 +149,33 @@ GlooProcessGroup::~GlooProcessGroup() {
     t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled: the group "
                                                                                          "was destroyed first")));
   }
+  // A fingerprint exchange in progress ends now, not at its timeout.
+  abort("the group was destroyed");
   if (worker_.joinable()) worker_.join();
+}
+
+void GlooProcessGroup::abort(const std::string& reason) {
+  std::deque<Task> pending;
+  const std::string why = reason.empty() ? "aborted" : reason;
+  {
+    std::lock_guard lock(mu_);
+    if (!aborted_.empty()) return;
+    aborted_ = why;
+    pending.swap(queue_);
+  }
+  exchange_abort_.abort();
+  for (auto& t : pending) {
+    t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was aborted: " + why)));
+  }
+  // Peers waiting on this rank (its fingerprint, its data) see their
+  // connection close and fail at once. Pair::close takes each pair's lock:
+  // safe beside the group's thread.
+  context_->closeConnections();
+}
+
+void GlooProcessGroup::break_group(std::string why) {
+  broken_ = std::move(why);
+  context_->closeConnections();
 }
 
 bool GlooProcessGroup::supports(CollectiveOp) const {
@@ -278,6 +304,13 @@ static void divide_by(DType dtype, void* p, size_t n, int size) {
 
 void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   const std::string what = describe(call);
+  const auto aborted = [&] {
+    std::lock_guard lock(mu_);
+    return aborted_;
+  };
+  if (const std::string why = aborted(); !why.empty()) {
+    throw Error(ErrorCode::kCancelled, what + " was aborted: " + why);
+  }
   if (!broken_.empty()) {
     throw Error(ErrorCode::kUnavailable, what + " cannot run: the group is broken (" + broken_ + ")");
   }
@@ -292,11 +325,20 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   // Every rank's fingerprint, checked alike on every rank.
   std::vector<Fingerprint> fps;
   try {
-    fps = exchange_fingerprints(*context_, call, deadline, graveyard_);
+    fps = exchange_fingerprints(*context_, call, deadline, graveyard_, &exchange_abort_);
+  } catch (const ExchangeAborted&) {
+    break_group(what + " was aborted");
+    throw Error(ErrorCode::kCancelled, what + " was aborted: " + aborted());
   } catch (const MissingRanks& m) {
     std::string ranks;
     for (int r : m.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(global_ranks()[static_cast<size_t>(r)]);
-    broken_ = what + " timed out";
+    if (m.left) {
+      break_group(what + " failed");
+      throw Error(ErrorCode::kUnavailable, what + " failed: ranks [" + ranks +
+                                               "] had not arrived and left the group (they failed, were aborted "
+                                               "or their server went away)");
+    }
+    break_group(what + " timed out");
     throw Error(ErrorCode::kDeadlineExceeded, what + " timed out after " + std::to_string(call.timeout.count()) +
                                                   " ms: ranks [" + ranks + "] had not arrived");
   }
@@ -460,14 +502,14 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
     }
   } catch (const gloo::IoException& e) {
     const std::string msg = e.what();
-    broken_ = what + " failed";
+    break_group(what + " failed");
     if (msg.find("Timed out") != std::string::npos) {
       throw Error(ErrorCode::kDeadlineExceeded,
                   what + " timed out after " + std::to_string(call.timeout.count()) + " ms: " + msg);
     }
     throw Error(ErrorCode::kUnavailable, what + " failed: " + msg);
   } catch (const gloo::Exception& e) {
-    broken_ = what + " failed";
+    break_group(what + " failed");
     throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
   }
   work.finish(std::move(outputs));

@@ -9,7 +9,12 @@
 // together with a named error instead of corrupting Gloo's transport (a
 // size mismatch aborts the process inside Gloo), and a timeout names the
 // ranks that never arrived. A timeout or transport error breaks the group:
-// later collectives fail at once (kUnavailable), as an aborted c10d group.
+// later collectives fail at once (kUnavailable), as an aborted c10d group,
+// and its connections close, so peers waiting on this rank fail at once.
+// abort() does the same from any thread: the fingerprint exchange in
+// progress ends through Gloo's abortWaitRecv, and a peer waiting for this
+// rank's fingerprint or data sees its connection close (no polling, no
+// transport of our own).
 #pragma once
 
 #include <chrono>
@@ -22,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/dist/gloo_fingerprint.h"
 #include "ops/dist/process_group.h"
 
 namespace gloo {
@@ -67,9 +73,11 @@ class GlooProcessGroup final : public ProcessGroup {
   // Joins the group: blocks until all `size` ranks joined, or throws
   // Error(kDeadlineExceeded) after gloo.rendezvous_timeout.
   GlooProcessGroup(int rank, int size, ProcessGroupOptions opts, GlooOptions gloo);
-  // Fails the collectives not yet started (kCancelled) and waits for the
-  // running one (bounded by its timeout).
+  // Fails the collectives not yet started (kCancelled), ends a fingerprint
+  // exchange in progress, and waits for the running collective (bounded by
+  // its timeout; at once where a peer has left).
   ~GlooProcessGroup() override;
+  void abort(const std::string& reason) override;
 
   std::string_view backend_name() const override { return "gloo"; }
   bool supports(CollectiveOp op) const override;
@@ -87,6 +95,8 @@ class GlooProcessGroup final : public ProcessGroup {
   };
   void worker_loop();
   void run(const CollectiveCall& call, Work& work);
+  // Marks the group broken (worker thread) and closes its connections.
+  void break_group(std::string why);
 
   GlooOptions gloo_;
   std::shared_ptr<gloo::rendezvous::Store> prefix_store_;
@@ -94,12 +104,14 @@ class GlooProcessGroup final : public ProcessGroup {
   // Buffers of fingerprint exchanges that timed out, kept (with their
   // memory) until the context goes, since a late peer may still write.
   std::vector<std::shared_ptr<void>> graveyard_;
+  ExchangeAbort exchange_abort_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
-  std::string broken_;  // why the group is unusable; empty while healthy (worker thread only)
+  std::string aborted_;  // abort()'s reason; empty until then
+  std::string broken_;   // why the group is unusable; empty while healthy (worker thread only)
   std::thread worker_;
 };
 

@@ -62,6 +62,12 @@ class ProcessGroup {
   virtual bool supports_dtype(CollectiveOp op, ReduceOp reduce, DType dtype) const = 0;
   // Where its tensors live: host memory (Gloo) or a device's (NCCL).
   virtual bool takes_device_tensors() const { return false; }
+  // c10d's abort: this rank gives up on the group (`reason` says why, e.g.
+  // another rank of the job failed). Its collectives not yet finished fail
+  // at once, later ones too, and its peers waiting on it in a collective
+  // fail at once instead of at their timeout. Non-blocking, idempotent, any
+  // thread. A backend without it (the default) leaves them to their timeout.
+  virtual void abort(const std::string& reason) { (void)reason; }
 
   const std::string& name() const { return opts_.name; }
   int rank() const { return rank_; }

@@ -8,12 +8,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <vector>
 
 #include "ops/dist/flight_recorder.h"
 #include "ops/dist/gloo_process_group.h"
+#include "ops/error.h"
 #include "ops/tensor.h"
 
 namespace tensord {
@@ -123,6 +126,73 @@ TEST(RankWorkers, WithoutAFactoryTheRanksAreGloos) {
   RankWorkers w(o);
   EXPECT_EQ(w.recorder(0)->dump().comm_lib_version, dist::GlooProcessGroup::version());
   EXPECT_EQ(all_reduce(w, {0, 1}, "k"), std::vector<float>({3.f, 3.f}));
+}
+
+// A part that fails aborts the group: a member waiting in a collective
+// for it (with no cancel flag of its own) fails well within the 30 s
+// collective timeout, the run returns, and the next run meets a new group.
+TEST(RankWorkers, APartThatFailsStopsTheOthersWaitingInACollective) {
+  RankWorkersOptions o;
+  o.ranks = 3;
+  o.collective_timeout = std::chrono::milliseconds(30000);
+  RankWorkers w(o);
+  EXPECT_EQ(all_reduce(w, {0, 1, 2}, "k"), std::vector<float>({6.f, 6.f, 6.f}));
+  std::vector<std::string> messages(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = w.run(
+      {0, 1, 2}, "k",
+      [&](size_t i, dist::ProcessGroup& g) {
+        if (i == 1) throw Error(ErrorCode::kNumericalError, "eigh: the input has NaN");
+        try {
+          g.all_reduce(Tensor::zeros_host(DType::kFloat32, {2}))->wait();
+        } catch (const Error& e) {
+          messages[i] = e.message();
+          throw;
+        }
+      },
+      nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) EXPECT_TRUE(e);
+  for (size_t i : {0u, 2u}) {
+    EXPECT_NE(messages[i].find("all_reduce (seq 2) in group world"), std::string::npos) << messages[i];
+    EXPECT_NE(messages[i].find("rank 1 failed: eigh: the input has NaN"), std::string::npos) << messages[i];
+  }
+  // Each survivor's flight recorder shows seq 2 started, never completed.
+  for (int r : {0, 2}) {
+    const auto d = w.recorder(r)->dump();
+    ASSERT_FALSE(d.entries.empty());
+    EXPECT_EQ(d.entries.back().collective_seq_id, 2u);
+    EXPECT_TRUE(d.entries.back().retired);
+  }
+  EXPECT_EQ(all_reduce(w, {0, 1, 2}, "k2"), std::vector<float>({6.f, 6.f, 6.f}));
+}
+
+// The caller's stop (a peer server's part failed, the job was cancelled)
+// aborts the group too, and a member still joining, waiting for a member
+// that never comes, stops with it.
+TEST(RankWorkers, StopEndsAMemberStillJoining) {
+  RankWorkersOptions o;
+  o.ranks = 1;
+  o.world_size = 2;  // rank 1 is on a server that never joins
+  o.collective_timeout = std::chrono::milliseconds(30000);
+  RankWorkers w(o);
+  std::atomic<bool> stop{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = w.run(
+      {0, 1}, "k", [&](size_t, dist::ProcessGroup& g) { g.barrier()->wait(); },
+      [&] {
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200)) stop = true;
+      },
+      &stop);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_TRUE(errors[0]);
+  try {
+    std::rethrow_exception(errors[0]);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCancelled) << e.message();
+    EXPECT_NE(e.message().find("rank 0 stopped joining group world"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace

@@ -264,6 +264,9 @@ Tensor scalar_from_json(const Value& v, const std::string& what) {
 struct InPlaceBody {
   std::string* body = nullptr;
   const BodyShare* share = nullptr;
+  // The top-level "b64" value's text in `body` when it was cut out of the
+  // document before parsing (the document then holds "" in its place).
+  std::string_view cut;
 };
 
 // Payloads at least this large are decoded into their own body's memory.
@@ -290,6 +293,7 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
   Shape shape = parse_shape(*shape_v, what);
   int64_t numel = checked_numel(shape, what);
   std::string_view text(b64.GetString(), b64.GetStringLength());
+  if (text.empty() && !in_place.cut.empty()) text = in_place.cut;
   size_t want = static_cast<size_t>(numel) * dtype_size(*dtype);
   size_t got;
   try {
@@ -521,10 +525,70 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
   return tensor_from_json(doc, what);
 }
 
+// The text of the top-level object's "b64" string value in a JSON body,
+// when it is at least kInPlaceB64Bytes and holds no escape, else empty.
+// Only the few bytes before it are scanned as JSON (for its depth); the
+// value's end is one memchr.
+std::string_view top_level_b64_value(std::string_view body) {
+  static constexpr std::string_view kKey = "\"b64\"";
+  for (size_t key = body.find(kKey); key != std::string_view::npos; key = body.find(kKey, key + 1)) {
+    size_t p = key + kKey.size();
+    auto skip_space = [&] {
+      while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
+    };
+    skip_space();
+    if (p >= body.size() || body[p] != ':') continue;  // "b64" as a value, not a key
+    ++p;
+    skip_space();
+    if (p >= body.size() || body[p] != '"') return {};  // not a string: the parser says what it is
+    const size_t start = p + 1;
+    const size_t end = body.find('"', start);
+    if (end == std::string_view::npos || end - start < kInPlaceB64Bytes) return {};
+    std::string_view value = body.substr(start, end - start);
+    if (value.find('\\') != std::string_view::npos) return {};
+    // The key must sit in the top-level object: depth 1 outside strings.
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < key; ++i) {
+      const char c = body[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        --depth;
+      }
+    }
+    return depth == 1 && !in_string ? value : std::string_view{};
+  }
+  return {};
+}
+
 Tensor tensor_from_json_body(std::string& body, const std::string& what, const BodyShare& share) {
+  if (share) {
+    // A large b64 value is cut out before parsing: the parser (which checks
+    // every character's UTF-8) reads the rest, a few hundred bytes, and the
+    // base64 decoder alone reads the value, checking its alphabet.
+    const std::string_view cut = top_level_b64_value(body);
+    if (!cut.empty()) {
+      const size_t start = static_cast<size_t>(cut.data() - body.data());
+      std::string rest;
+      rest.reserve(body.size() - cut.size());
+      rest.append(body, 0, start).append(body, start + cut.size());
+      rapidjson::Document doc;
+      parse_json_insitu(rest, doc, what);
+      return tensor_from_json_impl(doc, what, InPlaceBody{&body, &share, cut});
+    }
+  }
   rapidjson::Document doc;
   parse_json_insitu(body, doc, what);
-  return tensor_from_json_impl(doc, what, share ? InPlaceBody{&body, &share} : InPlaceBody{});
+  return tensor_from_json_impl(doc, what, share ? InPlaceBody{&body, &share, {}} : InPlaceBody{});
 }
 
 Tensor tensor_from_json_data(const Value& data, DType dtype, const Shape& shape, const std::string& what) {

@@ -14,19 +14,22 @@ namespace tensord {
 
 namespace {
 prometheus::Gauge& pooled_gauge() {
-  static prometheus::Gauge& g =
-      prometheus::BuildGauge()
-          .Name("tensord_body_pool_bytes")
-          .Help("Bytes of released request-body memory kept resident for the next upload")
-          .Register(metrics_registry())
-          .Add({});
+  static prometheus::Gauge& g = prometheus::BuildGauge()
+                                    .Name("tensord_body_pool_bytes")
+                                    .Help("Bytes of released request-body memory kept resident for the next upload")
+                                    .Register(metrics_registry())
+                                    .Add({});
   return g;
 }
 }  // namespace
 
-BodyPool::BodyPool(size_t capacity) : capacity_(capacity) { pooled_gauge(); }
+BodyPool::BodyPool(size_t capacity) : capacity_(capacity) {
+  pooled_gauge();
+}
 
-BodyPool::~BodyPool() { trim(); }
+BodyPool::~BodyPool() {
+  trim();
+}
 
 size_t BodyPool::default_capacity() {
   long pages = sysconf(_SC_PHYS_PAGES);

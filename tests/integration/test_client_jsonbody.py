@@ -63,3 +63,47 @@ def test_json_body_pieces_match_json_dumps_for_nested_and_lookalike_values():
     assert total == len(text)
     assert text == json.dumps(_jsonbody.plain(doc)).encode()
     assert len(parts) == 5  # three pieces of text around two tensors' bytes
+
+
+def test_answers_decode_each_b64_value_straight_from_the_bytes():
+    """_jsonbody.loads: the same document json.loads gives, each "b64" value
+    its decoded bytes; values it cannot take on the fast path (escaped text)
+    and lookalikes inside strings are json.loads' to decode."""
+    from tensord import _jsonbody
+    import base64 as b64mod
+
+    a = np.arange(1000, dtype=np.float32).tobytes()
+    b = bytes(range(256)) * 3
+    doc = {"outputs": {"w": {"dtype": "float32", "shape": [1000], "b64": b64mod.b64encode(a).decode()},
+                       "v": {"dtype": "uint8", "shape": [768], "b64": b64mod.b64encode(b).decode()}},
+           "name": 'x\\"b64\\": \\"QUJD', "job": {"id": "j1"}}
+    for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc, separators=(",", ":"))):
+        for buf in (text.encode(), bytearray(text.encode())):
+            got = _jsonbody.loads(buf)
+            assert got["name"] == doc["name"] and got["job"] == doc["job"]
+            assert got["outputs"]["w"]["b64"].data == a
+            assert got["outputs"]["v"]["b64"].data == b
+            assert got["outputs"]["w"]["shape"] == [1000]
+    # An escaped slash is still base64 once unescaped: left to json.loads.
+    esc = b'{"b64": "AAA\\/"}'
+    assert _jsonbody.loads(esc)["b64"] == "AAA/"
+    assert _jsonbody.loads(b'{"data": [1, 2]}') == {"data": [1, 2]}
+    with pytest.raises(ValueError):
+        _jsonbody.loads(b'{"b64": "A!==", "x": 1}')
+    with pytest.raises(ValueError):
+        _jsonbody.loads(b'{"b64": "QUJD')
+
+
+def test_json_get_and_run_answers_round_trip_through_the_fast_decoder(server):
+    c = tensord.Client(server.url, transport="json")
+    x = np.random.default_rng(3).standard_normal((64, 1024)).astype(np.float32)
+    c.put("jb", x)
+    np.testing.assert_array_equal(c.get("jb"), x)
+    out = c.run({"inputs": {"a": {"dtype": "float32", "shape": [64, 1024]}},
+                 "nodes": [{"id": "n", "op": "mul", "args": ["a", "a"], "outputs": ["y"]}], "outputs": ["y"]},
+                inputs={"a": x})
+    np.testing.assert_array_equal(out["y"], x * x)
+    job = c.submit({"inputs": {"a": {"dtype": "float32", "shape": [64, 1024]}},
+                    "nodes": [{"id": "n", "op": "add", "args": ["a", "a"], "outputs": ["y"]}], "outputs": ["y"]},
+                   inputs={"a": x})
+    np.testing.assert_array_equal(job.result()["y"], x + x)

@@ -121,8 +121,11 @@ def from_json_tensor(obj: Mapping[str, Any]) -> Any:
     name = dtype_name(obj["dtype"])
     shape = [int(s) for s in obj.get("shape", [])]
     if "b64" in obj:
+        b64 = obj["b64"]
+        if isinstance(b64, _jsonbody.DecodedB64):  # decoded while the answer was parsed
+            return st.from_bytes(bytearray(b64.data), name, shape, copy=False)
         # binascii straight from the str: base64.b64decode copies it to bytes first
-        return st.from_bytes(bytearray(binascii.a2b_base64(obj["b64"])), name, shape, copy=False)
+        return st.from_bytes(bytearray(binascii.a2b_base64(b64)), name, shape, copy=False)
     data = obj.get("data")
     storage = st.DTYPES[name][1]
     if name in ("complex64", "complex128"):
@@ -270,13 +273,22 @@ def _json_body(doc: Any) -> Any:
     return _parts_body(*_jsonbody.dumps_parts(doc))
 
 
-def _read_body(resp: requests.Response) -> Any:
+def _json_doc(resp: requests.Response) -> Any:
+    """A JSON answer, its ``"b64"`` tensors decoded straight from the bytes
+    read (``_jsonbody.loads``): no str of the text is ever made."""
+    try:
+        return _jsonbody.loads(_read_body(resp, bytearray))
+    except ValueError as e:
+        raise TensordError(resp.status_code, "bad_response", "the answer is not JSON: %s" % e) from e
+
+
+def _read_body(resp: requests.Response, kind: Any = None) -> Any:
     """The body of a ``stream=True`` response, read into one writable buffer.
 
     With a Content-Length the bytes go from the socket straight into a numpy
     buffer (http.client's ``readinto``), which the decoded tensors are then
-    views of; otherwise (or when a response hook already read the body) it
-    is requests' own ``content``.
+    views of (``kind=bytearray``: a bytearray, for text); otherwise (or when
+    a response hook already read the body) it is requests' own ``content``.
     """
     if resp._content is not False:  # noqa: SLF001 - read already (a hook, or an error path)
         return resp.content
@@ -284,7 +296,7 @@ def _read_body(resp: requests.Response) -> Any:
     if length is None or resp.headers.get("Content-Encoding", "identity").lower() != "identity":
         return resp.content
     n = int(length)
-    buf = np.empty(n, np.uint8)
+    buf = bytearray(n) if kind is bytearray else np.empty(n, np.uint8)
     mv = memoryview(buf)
     raw = resp.raw
     fp = getattr(raw, "_fp", None)
@@ -463,7 +475,7 @@ class Client:
             if len(tensors) != 1:
                 raise TensordError(resp.status_code, "bad_response", "expected one tensor, got %d" % len(tensors))
             return self._wrap(next(iter(tensors.values())), mode)
-        doc = resp.json()
+        doc = _json_doc(resp)
         if isinstance(doc, dict) and "tensor" in doc and isinstance(doc["tensor"], dict):
             doc = doc["tensor"]
         return self._wrap(from_json_tensor(doc), mode)
@@ -493,7 +505,8 @@ class Client:
             resp = self._request("GET", self._tensor_url(name), headers={"Accept": SAFETENSORS}, stream=True)
         else:
             # b64: bit-exact, a third the size of numeric JSON, decoded by binascii
-            resp = self._request("GET", self._tensor_url(name) + "?encoding=b64", headers={"Accept": JSON})
+            resp = self._request("GET", self._tensor_url(name) + "?encoding=b64", headers={"Accept": JSON},
+                                 stream=True)
         return self._decode_tensor_response(resp, mode)
 
     def head(self, name: str) -> Tuple[Optional[str], List[int]]:
@@ -586,8 +599,7 @@ class Client:
         """
         fields = self._run_fields(store, return_, deadline_ms, priority, extra, ranks)
         body, headers = self._job_body(program, inputs, fields)
-        resp = self._request("POST", "/v1/run", data=body, headers=headers, deadline_ms=deadline_ms,
-                             stream=self.transport == "safetensors")
+        resp = self._request("POST", "/v1/run", data=body, headers=headers, deadline_ms=deadline_ms, stream=True)
         return self._decode_run_response(resp, self._mode((inputs or {}).values()))
 
     def submit(self, program: Any, inputs: Optional[Mapping[str, Any]] = None, store: Optional[Mapping[str, str]] = None,
@@ -667,7 +679,7 @@ class Client:
             req["return"] = list(return_)
         path = "/v1/graphs/%s/replay" % graph_id
         body, headers = self._encode_inputs(req, inputs)
-        resp = self._request("POST", path, data=body, headers=headers, stream=self.transport == "safetensors")
+        resp = self._request("POST", path, data=body, headers=headers, stream=True)
         return self._decode_run_response(resp, self._mode(inputs.values(), as_torch))
 
     def _decode_run_response(self, resp: requests.Response, mode: _Mode = (False, None)) -> Dict[str, Any]:
@@ -678,7 +690,7 @@ class Client:
             doc = meta.get("response", "{}")
             doc = json.loads(doc) if isinstance(doc, str) else doc
         else:
-            doc = resp.json()
+            doc = _json_doc(resp)
         outputs = _collect_outputs(doc.get("outputs") or {}, tensors)
         self.last_job = doc.get("job")
         return {k: self._wrap(v, mode) for k, v in outputs.items()}

@@ -58,7 +58,8 @@ class Job:
 
     def _refresh(self) -> Dict[str, Any]:
         # b64: outputs come back bit-exact and a third the size of JSON numbers
-        doc = self.client._request("GET", "/v1/jobs/%s?encoding=b64" % self.id).json()
+        from .client import _json_doc
+        doc = _json_doc(self.client._request("GET", "/v1/jobs/%s?encoding=b64" % self.id, stream=True))
         with self._lock:
             if self._doc.get("state") not in TERMINAL:
                 self._doc = doc

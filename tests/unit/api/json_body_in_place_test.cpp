@@ -126,9 +126,59 @@ TEST(JsonBodyInPlace, BadPayloadsAreRefusedByName) {
   boolean.replace(boolean.find("AQEB"), 4, "AQIB");
   expect_bad(boolean, "bool byte");
   // A size that does not match the shape.
-  std::string wrong = "{\"dtype\": \"uint8\", \"shape\": [5], \"b64\": \"" + base64_encode(bytes.data(), bytes.size()) +
-                      "\"}";
+  std::string wrong =
+      "{\"dtype\": \"uint8\", \"shape\": [5], \"b64\": \"" + base64_encode(bytes.data(), bytes.size()) + "\"}";
   expect_bad(wrong, "needs 5");
+}
+
+TEST(JsonBodyInPlace, TheValueIsCutOutOnlyWhereItIsTheTensorsOwn) {
+  std::vector<uint8_t> bytes(size_t{1} << 20, 7);
+  const std::string text = base64_encode(bytes.data(), bytes.size());
+  // Spaces around the colon, the value last or first: still its own.
+  for (const std::string& body :
+       {"{\"dtype\":\"uint8\",\"shape\":[1048576],\"b64\" :\n \"" + text + "\"}",
+        "{\"b64\":\"" + text + "\", \"name\": \"b64\", \"dtype\":\"uint8\",\"shape\":[1048576]}"}) {
+    Shared s;
+    s.body = body;
+    Tensor t = tensor_from_json_body(s.body, "body", s.share());
+    ASSERT_NE(s.owner, nullptr);
+    EXPECT_TRUE(inside(t.data(), *s.owner));
+    EXPECT_EQ(std::memcmp(t.data(), bytes.data(), bytes.size()), 0);
+  }
+  // A "b64" inside the name's object is not the tensor's: the tensor's
+  // empty one stands.
+  Shared n;
+  n.body = "{\"name\": {\"b64\": \"" + text + "\"}, \"dtype\": \"uint8\", \"shape\": [0], \"b64\": \"\"}";
+  Tensor empty = tensor_from_json_body(n.body, "body", n.share());
+  EXPECT_EQ(empty.numel(), 0);
+  // An escaped slash ("\/" is JSON for "/") is unescaped by the parser.
+  std::string slashed = text;
+  size_t slashes = 0;
+  for (size_t i = 0; i + 4 <= slashed.size(); i += 4) {
+    if (slashed[i] == 'B') {
+      slashed[i] = '/';
+      ++slashes;
+    }
+  }
+  ASSERT_GT(slashes, 0u);
+  std::string escaped;
+  for (char c : slashed) {
+    if (c == '/') escaped += '\\';
+    escaped += c;
+  }
+  const std::vector<uint8_t> want = [&] {
+    std::string raw = base64_decode(slashed);
+    return std::vector<uint8_t>(raw.begin(), raw.end());
+  }();
+  Shared e;
+  e.body = "{\"dtype\":\"uint8\",\"shape\":[" + std::to_string(want.size()) + "],\"b64\":\"" + escaped + "\"}";
+  Tensor u = tensor_from_json_body(e.body, "body", e.share());
+  ASSERT_EQ(u.numel(), static_cast<int64_t>(want.size()));
+  EXPECT_EQ(std::memcmp(u.data(), want.data(), want.size()), 0);
+  // Bytes that are not UTF-8 inside the cut value: the decoder refuses them.
+  std::string bad = "{\"dtype\":\"uint8\",\"shape\":[1048576],\"b64\":\"" + text + "\"}";
+  bad[bad.size() / 2] = static_cast<char>(0xC3);
+  expect_bad(bad, "b64");
 }
 
 }  // namespace

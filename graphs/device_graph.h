@@ -110,12 +110,14 @@ class DeviceGraph {
   Device device_;
   std::shared_ptr<MemoryAccount> account_;
   std::unique_ptr<Frame> root_;
+  // What each launch does on the host for the captured collectives; they
+  // hold what the graph's collectives use (the communicator): declared
+  // before graph_, so destroyed after it.
+  std::vector<std::shared_ptr<CapturedWork>> work_;
   std::shared_ptr<StreamGraph> graph_;
   int64_t bytes_ = 0;
   // Every while_loop node and its loop state buffer, for the overflow check.
   std::vector<std::pair<const BoundNode*, Tensor>> loops_;
-  // What each launch does on the host for the captured collectives.
-  std::vector<std::shared_ptr<CapturedWork>> work_;
   int64_t captures_ = 0;
 };
 

@@ -28,6 +28,17 @@ struct NcclProcessGroup::Comm {
   cudaStream_t stream = nullptr;
   int device = 0;
   std::string broken;  // why the group is unusable
+
+  Comm() = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() {
+    if (comm) {
+      cudaSetDevice(device);
+      ncclCommDestroy(comm);
+    }
+    if (stream) cudaStreamDestroy(stream);
+  }
 };
 
 namespace {
@@ -150,7 +161,7 @@ std::string NcclProcessGroup::version() {
 }
 
 NcclProcessGroup::NcclProcessGroup(int rank, int size, ProcessGroupOptions opts, NcclOptions nccl)
-    : ProcessGroup(rank, size, std::move(opts)), nccl_(std::move(nccl)), comm_(std::make_unique<Comm>()) {
+    : ProcessGroup(rank, size, std::move(opts)), nccl_(std::move(nccl)), comm_(std::make_shared<Comm>()) {
   TENSORD_CHECK(nccl_.store != nullptr && nccl_.backend != nullptr, kInvalidArgument,
                 "nccl group " + name() + ": no store or backend");
   comm_->device = nccl_.device.index;
@@ -190,8 +201,8 @@ NcclProcessGroup::~NcclProcessGroup() {
     t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled")));
   }
   if (worker_.joinable()) worker_.join();
-  if (comm_->comm) ncclCommDestroy(comm_->comm);
-  if (comm_->stream) cudaStreamDestroy(comm_->stream);
+  // The communicator and stream go with comm_'s last owner (Comm's
+  // destructor): this group, or a device graph captured in it.
 }
 
 bool NcclProcessGroup::supports(CollectiveOp) const {
@@ -323,7 +334,7 @@ std::shared_ptr<Work> NcclProcessGroup::agree_captured(const CollectiveCall& cal
   return work;
 }
 
-void NcclProcessGroup::launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) {
+std::shared_ptr<void> NcclProcessGroup::launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) {
   const std::string what = "nccl " + std::string(collective_op_name(call.op)) + " captured in group " + name();
   TENSORD_CHECK(call.op != CollectiveOp::kBarrier, kUnsupported, what + ": a barrier is not captured");
   TENSORD_CHECK(out.defined() && !out.on_host() && out.dtype() == call.input.dtype() &&
@@ -335,6 +346,7 @@ void NcclProcessGroup::launch_captured(const CollectiveCall& call, const Tensor&
   ctx.stream = stream;
   cudaStream_t st = cuda::raw_stream(ctx);  // also makes the stream's device current
   launch(call, out, size(), comm, st, what);
+  return comm_;
 }
 
 void NcclProcessGroup::check_captured_launch(const std::string& what) const {

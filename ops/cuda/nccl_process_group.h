@@ -69,7 +69,7 @@ class NcclProcessGroup final : public ProcessGroup {
  protected:
   void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
   std::shared_ptr<Work> agree_captured(const CollectiveCall& call) override;
-  void launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) override;
+  std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) override;
 
  private:
   struct Task {
@@ -86,7 +86,9 @@ class NcclProcessGroup final : public ProcessGroup {
   void abort_comm(const std::string& why);
 
   NcclOptions nccl_;
-  std::unique_ptr<Comm> comm_;
+  // Shared with the device graphs that captured its collectives: the
+  // communicator is destroyed after the last of them (and the group).
+  std::shared_ptr<Comm> comm_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

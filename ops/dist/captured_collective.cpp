@@ -10,8 +10,14 @@
 
 namespace tensord::dist {
 
-CapturedCollective::CapturedCollective(ProcessGroup& group, CollectiveCall call, Tensor out, Stream stream)
-    : group_(&group), group_uid_(group.uid()), call_(std::move(call)), out_(std::move(out)), stream_(stream) {
+CapturedCollective::CapturedCollective(ProcessGroup& group, CollectiveCall call, Tensor out, Stream stream,
+                                       std::shared_ptr<void> keep)
+    : group_(&group),
+      group_uid_(group.uid()),
+      call_(std::move(call)),
+      out_(std::move(out)),
+      stream_(stream),
+      keep_(std::move(keep)) {
   TENSORD_ASSERT(call_.timeout.count() > 0);
 }
 

@@ -27,8 +27,11 @@ class Work;
 class CapturedCollective final : public CapturedWork {
  public:
   // `call`: prepared and enqueued on `stream` in `group`, its timeout
-  // resolved; `out`: the buffer the graph writes its result to.
-  CapturedCollective(ProcessGroup& group, CollectiveCall call, Tensor out, Stream stream);
+  // resolved; `out`: the buffer the graph writes its result to; `keep`:
+  // what the backend needs kept while the graph lives (its communicator),
+  // released with this object, after the graph (DeviceGraph's order).
+  CapturedCollective(ProcessGroup& group, CollectiveCall call, Tensor out, Stream stream,
+                     std::shared_ptr<void> keep = nullptr);
 
   bool valid_for(const OpContext& ctx) const override;
   void before_launch() override;
@@ -48,6 +51,7 @@ class CapturedCollective final : public CapturedWork {
   CollectiveCall call_;
   Tensor out_;
   Stream stream_;
+  std::shared_ptr<void> keep_;
   std::shared_ptr<Work> work_;  // this launch's
   uint64_t last_seq_ = 0;
 };

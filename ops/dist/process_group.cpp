@@ -221,7 +221,7 @@ std::shared_ptr<Work> ProcessGroup::agree_captured(const CollectiveCall& call) {
   throw no_capture(collective_op_name(call.op));
 }
 
-void ProcessGroup::launch_captured(const CollectiveCall& call, const Tensor&, Stream) {
+std::shared_ptr<void> ProcessGroup::launch_captured(const CollectiveCall& call, const Tensor&, Stream) {
   throw no_capture(collective_op_name(call.op));
 }
 
@@ -256,8 +256,8 @@ std::shared_ptr<CapturedWork> ProcessGroup::enqueue_captured(CollectiveCall call
                                                            const CollectiveOptions& o) {
   if (!supports_capture()) throw no_capture(collective_op_name(call.op));
   call.timeout = resolve(o);
-  launch_captured(call, out, stream);
-  return std::make_shared<CapturedCollective>(*this, std::move(call), out, stream);
+  std::shared_ptr<void> keep = launch_captured(call, out, stream);
+  return std::make_shared<CapturedCollective>(*this, std::move(call), out, stream, std::move(keep));
 }
 
 }  // namespace tensord::dist

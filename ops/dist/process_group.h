@@ -167,9 +167,11 @@ class ProcessGroup {
   // (seq 0, recorded nowhere) finishes once every rank agreed, or fails.
   // Default: unsupported by name.
   virtual std::shared_ptr<Work> agree_captured(const CollectiveCall& call);
-  // enqueue_captured's launch on the capturing `stream`. Default:
+  // enqueue_captured's launch on the capturing `stream`; returns what the
+  // captured graph must hold for its life (the communicator it captured:
+  // it must outlive the graph, even when the group is replaced). Default:
   // unsupported by name.
-  virtual void launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream);
+  virtual std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream);
 
   // "gloo all_reduce (seq 3) in group world": how errors name a collective.
   std::string describe(const CollectiveCall& call) const;

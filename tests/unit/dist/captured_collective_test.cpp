@@ -86,7 +86,13 @@ class CapturingGroup final : public ProcessGroup {
     }
     return w;
   }
-  void launch_captured(const CollectiveCall& call, const Tensor&, Stream) override { launched.push_back(call); }
+  std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor&, Stream) override {
+    launched.push_back(call);
+    return keep;
+  }
+
+ public:
+  std::shared_ptr<int> keep = std::make_shared<int>(7);  // "the communicator"
 };
 
 struct Counted {
@@ -245,6 +251,18 @@ TEST(CapturedCollective, ValidOnlyInTheGroupAndStreamItWasCapturedIn) {
   ctx.stream = Stream{Device{DeviceType::kFake, 0}, 8};
   EXPECT_FALSE(w->valid_for(ctx)) << "another stream";
   EXPECT_NE(pg.uid(), other.uid());
+}
+
+TEST(CapturedCollective, TheCaptureKeepsWhatTheBackendNeedsAliveUntilItGoes) {
+  auto fr = std::make_shared<FlightRecorder>(0);
+  auto pg = std::make_unique<CapturingGroup>(options(fr));
+  std::weak_ptr<int> comm = pg->keep;
+  Tensor x = floats(2);
+  std::shared_ptr<CapturedWork> w = pg->enqueue_captured(pg->make_call(CollectiveOp::kAllReduce, &x), floats(2), Stream{});
+  pg.reset();  // the group is replaced and destroyed; the graph lives on
+  EXPECT_FALSE(comm.expired()) << "a captured graph must keep its communicator alive";
+  w.reset();
+  EXPECT_TRUE(comm.expired());
 }
 
 TEST(CapturedCollective, GlooRefusesToCaptureByName) {

@@ -61,13 +61,10 @@ GraphMember bind_member(std::shared_ptr<const CompiledProgram> cp, std::shared_p
 
 }  // namespace
 
-std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& tenant,
-                                                           const std::shared_ptr<MemoryAccount>& account,
-                                                           Backend* backend, Device device,
-                                                           const CompileMembersFn& compile, const BindScope& scope,
-                                                           const std::string& pool_of, const std::string& name,
-                                                           const std::vector<int>& ranks, const std::string& group,
-                                                           const FinishMembers& finish) {
+std::shared_ptr<CapturedGraph> GraphStore::capture_members(
+    const std::string& tenant, const std::shared_ptr<MemoryAccount>& account, Backend* backend, Device device,
+    const CompileMembersFn& compile, const BindScope& scope, const std::string& pool_of, const std::string& name,
+    const std::vector<int>& ranks, const std::string& group, const FinishMembers& finish) {
   std::shared_ptr<GraphPool> pool;
   std::string pool_id;
   if (!pool_of.empty()) {

@@ -337,9 +337,9 @@ std::shared_ptr<Work> NcclProcessGroup::agree_captured(const CollectiveCall& cal
 std::shared_ptr<void> NcclProcessGroup::launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) {
   const std::string what = "nccl " + std::string(collective_op_name(call.op)) + " captured in group " + name();
   TENSORD_CHECK(call.op != CollectiveOp::kBarrier, kUnsupported, what + ": a barrier is not captured");
-  TENSORD_CHECK(out.defined() && !out.on_host() && out.dtype() == call.input.dtype() &&
-                    out.shape() == result_shape(call, size()),
-                kInternal, what + ": the result buffer is not " + call.input.meta().str() + "'s result");
+  TENSORD_CHECK(
+      out.defined() && !out.on_host() && out.dtype() == call.input.dtype() && out.shape() == result_shape(call, size()),
+      kInternal, what + ": the result buffer is not " + call.input.meta().str() + "'s result");
   auto* comm = static_cast<ncclComm_t>(usable_comm(what));
   OpContext ctx;
   ctx.backend = nccl_.backend;
@@ -363,8 +363,9 @@ void NcclProcessGroup::wait_captured(Stream stream, std::chrono::milliseconds ti
   if (w == Waited::kDone) return;
   const std::string why = w == Waited::kTimedOut
                               ? what + " timed out after " + std::to_string(timeout.count()) + " ms"
-                              : what + " was cancelled (another rank failed, or the job was cancelled or ran past "
-                                       "its deadline)";
+                              : what +
+                                    " was cancelled (another rank failed, or the job was cancelled or ran past "
+                                    "its deadline)";
   // Its kernels wait for peers that may never come: the abort ends them,
   // so the stream (the rank's) is free again; the group is replaced.
   abort_comm(why);

@@ -165,9 +165,9 @@ CollectiveCall ProcessGroup::make_call(CollectiveOp op, const Tensor* x, ReduceO
                           std::to_string(call.dim) + " into " + std::to_string(size_) + " ranks");
         split_sizes.assign(static_cast<size_t>(size_), n / size_);
       }
-      TENSORD_CHECK(static_cast<int>(split_sizes.size()) == size_, kInvalidArgument,
-                    "all_to_all: " + std::to_string(split_sizes.size()) + " split sizes for " +
-                        std::to_string(size_) + " ranks");
+      TENSORD_CHECK(
+          static_cast<int>(split_sizes.size()) == size_, kInvalidArgument,
+          "all_to_all: " + std::to_string(split_sizes.size()) + " split sizes for " + std::to_string(size_) + " ranks");
       int64_t total = 0;
       for (int64_t s : split_sizes) {
         TENSORD_CHECK(s >= 0, kInvalidArgument, "all_to_all: a negative split size");
@@ -225,8 +225,7 @@ std::shared_ptr<void> ProcessGroup::launch_captured(const CollectiveCall& call, 
   throw no_capture(collective_op_name(call.op));
 }
 
-void ProcessGroup::wait_captured(Stream, std::chrono::milliseconds, const std::atomic<bool>*,
-                                 const std::string& what) {
+void ProcessGroup::wait_captured(Stream, std::chrono::milliseconds, const std::atomic<bool>*, const std::string& what) {
   throw no_capture(what);
 }
 
@@ -253,7 +252,7 @@ void ProcessGroup::prepare_captured(CollectiveCall call, const std::atomic<bool>
 }
 
 std::shared_ptr<CapturedWork> ProcessGroup::enqueue_captured(CollectiveCall call, const Tensor& out, Stream stream,
-                                                           const CollectiveOptions& o) {
+                                                             const CollectiveOptions& o) {
   if (!supports_capture()) throw no_capture(collective_op_name(call.op));
   call.timeout = resolve(o);
   std::shared_ptr<void> keep = launch_captured(call, out, stream);

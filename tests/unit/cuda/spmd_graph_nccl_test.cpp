@@ -119,7 +119,7 @@ void expect_same(const JobResult& got, const JobResult& want, const std::string&
 struct RankLog {
   int64_t last_enqueued = 0;   // the group's last seq in the rank's flight recorder (0: none)
   int64_t last_completed = 0;  // its last completed seq (0: none)
-  int completed_nccl = 0;       // completed nccl:* entries
+  int completed_nccl = 0;      // completed nccl:* entries
 };
 
 RankLog rank_log(Engine& e, int r, const std::string& group = "world") {
@@ -206,8 +206,8 @@ class SpmdGraphNcclTest : public ::testing::Test {
     ASSERT_EQ(g->spmd->members.size(), static_cast<size_t>(R));
     for (int i = 0; i < R; ++i) {
       const GraphMember& m = g->spmd->members[static_cast<size_t>(i)];
-      ASSERT_NE(m.device_graph, nullptr)
-          << "member " << i << " fell back to the executor: it was not captured into a device graph";
+      ASSERT_NE(m.device_graph, nullptr) << "member " << i
+                                         << " fell back to the executor: it was not captured into a device graph";
       EXPECT_TRUE(m.device_graph->captured()) << "member " << i << ": captured at capture time, before any replay";
       EXPECT_EQ(m.device_graph->collectives(), 3u)
           << "member " << i << ": all_reduce, all_gather and broadcast captured as NCCL calls";
@@ -226,18 +226,24 @@ class SpmdGraphNcclTest : public ::testing::Test {
       EXPECT_EQ(got.backend, "cuda") << what;
       for (int r = 0; r < R; ++r) {
         const RankLog l = rank_log(*engine_, r);
-        const RankLog& b = before[static_cast<size_t>(r)];
-        EXPECT_EQ(l.last_enqueued, b.last_enqueued + 3 * round)
+        RankLog& b = before[static_cast<size_t>(r)];
+        EXPECT_EQ(l.last_enqueued, b.last_enqueued + 3)
             << what << ", rank " << r << ": each replay takes the group's next seq for each captured collective";
         EXPECT_EQ(l.last_completed, l.last_enqueued)
             << what << ", rank " << r << ": the entries complete once the launch finished";
-        EXPECT_EQ(l.completed_nccl, b.completed_nccl + 3 * round)
-            << what << ", rank " << r << ": completed nccl:* flight-recorder entries";
+        EXPECT_EQ(l.completed_nccl, b.completed_nccl + 3)
+            << what << ", rank " << r << ": completed nccl:* flight-recorder entries of the replay";
         EXPECT_EQ(l.last_enqueued, rank_log(*engine_, 0).last_enqueued) << what << ": every rank has the same seqs";
       }
-      const JobResult want = run_directly(R, round);  // uncaptured: three more seqs
+      const JobResult want = run_directly(R, round);  // uncaptured: three more seqs, completed
       expect_same(got, want, what);
-      for (int r = 0; r < R; ++r) before[static_cast<size_t>(r)].last_enqueued += 3;
+      for (int r = 0; r < R; ++r) {
+        const RankLog l = rank_log(*engine_, r);
+        RankLog& b = before[static_cast<size_t>(r)];
+        EXPECT_EQ(l.last_enqueued, b.last_enqueued + 6)
+            << what << ", rank " << r << ": the uncaptured run continues the replay's seqs";
+        b = l;
+      }
     }
     for (int i = 0; i < R; ++i) {
       EXPECT_EQ(g->spmd->members[static_cast<size_t>(i)].device_graph->captures(), 1)
@@ -310,8 +316,8 @@ TEST(SpmdGraphNcclTest, NeedsNccl) {
 // capture-safe on CUDA, but only where a graph may hold collectives.
 TEST(SpmdGraphNcclNoDevice, CollectivesAreCapturableOnlyInAnSpmdMember) {
   dist::link_dist_ops();
-  for (const char* op : {"dist.all_reduce", "dist.all_gather", "dist.reduce_scatter", "dist.broadcast",
-                         "dist.all_to_all"}) {
+  for (const char* op :
+       {"dist.all_reduce", "dist.all_gather", "dist.reduce_scatter", "dist.broadcast", "dist.all_to_all"}) {
     const OpDef* d = OpRegistry::global().find(op);
     ASSERT_NE(d, nullptr) << op;
     EXPECT_TRUE(d->collective) << op;

@@ -258,7 +258,8 @@ TEST(CapturedCollective, TheCaptureKeepsWhatTheBackendNeedsAliveUntilItGoes) {
   auto pg = std::make_unique<CapturingGroup>(options(fr));
   std::weak_ptr<int> comm = pg->keep;
   Tensor x = floats(2);
-  std::shared_ptr<CapturedWork> w = pg->enqueue_captured(pg->make_call(CollectiveOp::kAllReduce, &x), floats(2), Stream{});
+  std::shared_ptr<CapturedWork> w =
+      pg->enqueue_captured(pg->make_call(CollectiveOp::kAllReduce, &x), floats(2), Stream{});
   pg.reset();  // the group is replaced and destroyed; the graph lives on
   EXPECT_FALSE(comm.expired()) << "a captured graph must keep its communicator alive";
   w.reset();

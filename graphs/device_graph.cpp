@@ -25,9 +25,9 @@ struct DeviceGraph::Frame {
 
 namespace {
 
-bool op_capturable(const BoundNode& b, const CompiledProgram& cp, std::string_view backend) {
+bool op_capturable(const BoundNode& b, const CompiledProgram& cp, std::string_view backend, bool collectives) {
   const OpDef& op = *b.op;
-  if (!op.capture_safe.count(backend)) return false;
+  if (!op.capture_safe.count(backend) || (op.collective && !collectives)) return false;
   if (op.mutates >= 0 || !b.writes_stored.empty() || b.outputs.size() != 1) return false;
   return kernel_takes(b, cp, backend);
 }
@@ -38,12 +38,13 @@ const std::vector<int>& operands(const BoundNode& b) {
 
 }  // namespace
 
-bool DeviceGraph::capturable(const CompiledProgram& cp, std::string_view backend) {
+bool DeviceGraph::capturable(const CompiledProgram& cp, std::string_view backend, bool collectives) {
   for (const BoundNode& b : cp.nodes) {
     if (!b.control) {
-      if (!op_capturable(b, cp, backend)) return false;
+      if (!op_capturable(b, cp, backend, collectives)) return false;
       continue;
     }
+    // Bodies take no collectives (`collectives` stays false below).
     const ControlFlow& cf = *b.control;
     if (cf.kind == ControlKind::kCond) {
       if (!capturable(*cf.bodies.at("then"), backend) || !capturable(*cf.bodies.at("else"), backend)) return false;
@@ -60,7 +61,7 @@ bool DeviceGraph::capturable(const CompiledProgram& cp, std::string_view backend
 DeviceGraph::DeviceGraph(std::shared_ptr<const CompiledProgram> cp, Backend* backend, Device device,
                          std::shared_ptr<MemoryAccount> account)
     : cp_(std::move(cp)), backend_(backend), device_(device), account_(std::move(account)) {
-  TENSORD_ASSERT(backend_ && capturable(*cp_, backend_->name()));
+  TENSORD_ASSERT(backend_ && capturable(*cp_, backend_->name(), true));
   root_ = make_frame(*cp_, {});
 }
 
@@ -140,6 +141,8 @@ void DeviceGraph::capture(const Frame& f, const OpContext& ctx) {
     c.out_slots = &slots;
     c.stored = nullptr;
     c.recorder = nullptr;
+    c.capture = CapturePhase::kRecord;
+    c.captured_work = &work_;
     const OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&f](size_t v) { return f.vals[v]; });
     const KernelFn& kernel = b.op->kernels.find(backend_->name())->second;
     std::vector<Tensor> out = NodeRunner::call(b, [&] { return kernel(c, args); });
@@ -195,6 +198,52 @@ void DeviceGraph::capture_while(const Frame& f, size_t node, const OpContext& ct
   cc->end_body();
 }
 
+void DeviceGraph::prepare_collectives(const OpContext& ctx) {
+  for (const BoundNode& b : cp_->nodes) {
+    if (b.control || !b.op->collective) continue;
+    OpContext c = ctx;
+    c.out_slots = nullptr;
+    c.stored = nullptr;
+    c.recorder = nullptr;
+    c.capture = CapturePhase::kPrepare;
+    const OpArgs<Tensor> args = bind_node_args<Tensor>(b, [this](size_t v) { return root_->vals[v]; });
+    const KernelFn& kernel = b.op->kernels.find(backend_->name())->second;
+    NodeRunner::call(b, [&] { return kernel(c, args); });
+  }
+}
+
+bool DeviceGraph::stale(const OpContext& ctx) const {
+  for (const auto& w : work_) {
+    if (!w->valid_for(ctx)) return true;
+  }
+  return false;
+}
+
+void DeviceGraph::capture(const ExecOptions& opts) {
+  const OpContext& ctx = opts.ctx;
+  graph_.reset();
+  work_.clear();
+  prepare_collectives(ctx);  // host-synchronous: before the stream capture
+  backend_->begin_capture(ctx.stream);
+  try {
+    capture(*root_, ctx);
+  } catch (...) {
+    work_.clear();
+    try {
+      backend_->end_capture(ctx.stream);  // abandoned
+    } catch (...) {
+    }
+    throw;
+  }
+  try {
+    graph_ = backend_->end_capture(ctx.stream);
+  } catch (...) {
+    work_.clear();
+    throw;
+  }
+  ++captures_;
+}
+
 ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
   check_running(opts, std::chrono::steady_clock::now(), std::string(), [] { return "before the graph launch"; });
   const OpContext& ctx = opts.ctx;
@@ -202,21 +251,26 @@ ExecResult DeviceGraph::run(const std::map<std::string, Tensor>& inputs, const E
     const Tensor& dst = root_->vals[static_cast<size_t>(id)];
     if (dst.nbytes()) backend_->copy_to_device(device_, dst.data(), inputs.at(name).data(), dst.nbytes());
   }
-  if (!graph_) {
-    backend_->begin_capture(ctx.stream);
-    try {
-      capture(*root_, ctx);
-    } catch (...) {
-      try {
-        backend_->end_capture(ctx.stream);  // abandoned
-      } catch (...) {
-      }
-      throw;
-    }
-    graph_ = backend_->end_capture(ctx.stream);
+  if (!graph_ || stale(ctx)) capture(opts);
+  // The collectives' seqs and flight-recorder entries, in capture order;
+  // any that cannot run fails the replay before the launch.
+  size_t recorded = 0;
+  auto finish_all = [&](bool ok) {
+    for (size_t k = 0; k < recorded; ++k) work_[k]->finished(ok);
+  };
+  try {
+    for (; recorded < work_.size(); ++recorded) work_[recorded]->before_launch();
+    backend_->launch_graph(ctx.stream, *graph_);
+    for (const auto& w : work_) w->launched();
+    // Bounded where the graph holds collectives (the first wait covers the
+    // whole launch; a peer that never joins ends it), else plain.
+    for (const auto& w : work_) w->wait(ctx);
+    backend_->synchronize(ctx.stream);
+  } catch (...) {
+    finish_all(false);
+    throw;
   }
-  backend_->launch_graph(ctx.stream, *graph_);
-  backend_->synchronize(ctx.stream);
+  finish_all(true);
   for (const auto& [node, state] : loops_) {
     int64_t s[2] = {0, 0};  // trips, overflow
     backend_->copy_to_host(device_, s, state.data(), sizeof s);

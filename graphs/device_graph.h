@@ -13,6 +13,21 @@
 // (scan, map, associative_scan, a CPU fallback, an optimizer) replays through
 // execute_program instead (ReplayPlan decides).
 //
+// Collectives (API.md 8): an SPMD graph's member on a device captures its
+// dist.* collectives too, on its rank's GPU and stream (GraphService), where
+// `collectives` says so and they sit at the program's top level (inside a
+// cond or while_loop body they would take a data-dependent number of seqs:
+// such a program is not capturable). Before the stream capture begins each
+// collective's kernel runs once with OpContext::capture = kPrepare (the
+// ranks check the call agrees, host-synchronous, on the group); during it
+// with kRecord (the NCCL call enqueued on the capturing stream) and hands
+// back the host work each launch needs (ops/captured_work.h: the group's
+// next seq and a flight-recorder entry before the launch, completed after
+// it; the launch waited for under the collective timeout, a peer that never
+// joins aborting the communicator). A capture is valid in the group it was
+// made in only: under another (the group replaced after a failed job) the
+// next run captures again, on every rank at once.
+//
 // Buffers: one device buffer per value of every (sub)program instance, a
 // constant uploaded once (wrapped numbers stay launch arguments); a
 // subprogram's inputs are its operands' buffers. A while_loop keeps its
@@ -37,6 +52,7 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
+#include "ops/captured_work.h"
 #include "streams/stream_graph.h"
 
 namespace tensord {
@@ -44,8 +60,9 @@ namespace tensord {
 class DeviceGraph {
  public:
   // Whether every node of `cp` (and of its subprograms) can be captured on
-  // backend `backend` (see above).
-  static bool capturable(const CompiledProgram& cp, std::string_view backend);
+  // backend `backend` (see above); `collectives`: top-level collectives
+  // (capture-safe ones) may be captured too.
+  static bool capturable(const CompiledProgram& cp, std::string_view backend, bool collectives = false);
 
   // Allocates every buffer on `backend`/`device`, charged to `account`
   // (quota_exceeded: nothing kept). `cp` must be capturable.
@@ -58,9 +75,19 @@ class DeviceGraph {
   // One replay on opts.ctx.stream; `inputs` by name, host tensors of the
   // captured metas (the caller checked them: ReplayPlan::check_inputs).
   // Outputs are fresh host tensors.
+  // Captures first when not captured yet, or captured under another group
+  // than opts.ctx.group.
   ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+  // Captures now (without launching) on opts.ctx.stream, in opts.ctx.group:
+  // an SPMD graph's members at capture time, so that a rank whose capture
+  // fails fails the capture request. Throws what the capture threw.
+  void capture(const ExecOptions& opts);
 
   bool captured() const { return graph_ != nullptr; }
+  // Collectives captured in the graph (their host work per launch).
+  size_t collectives() const { return work_.size(); }
+  // Captures so far (a replaced group's graph is captured again).
+  int64_t captures() const { return captures_; }
   // Device graph nodes (0 before the first replay).
   size_t nodes() const { return graph_ ? graph_->nodes() : 0; }
   // Bytes of device buffers the graph holds.
@@ -71,6 +98,9 @@ class DeviceGraph {
   std::unique_ptr<Frame> make_frame(const CompiledProgram& cp, const std::vector<Tensor>& inputs);
   Tensor buffer(const TensorMeta& m);
   void capture(const Frame& f, const OpContext& ctx);
+  // kPrepare: each top-level collective checks its call across the ranks.
+  void prepare_collectives(const OpContext& ctx);
+  bool stale(const OpContext& ctx) const;
   void capture_cond(const Frame& f, size_t node, const OpContext& ctx);
   void capture_while(const Frame& f, size_t node, const OpContext& ctx);
   void copy(const OpContext& ctx, const Tensor& dst, const Tensor& src);
@@ -80,10 +110,15 @@ class DeviceGraph {
   Device device_;
   std::shared_ptr<MemoryAccount> account_;
   std::unique_ptr<Frame> root_;
+  // What each launch does on the host for the captured collectives; they
+  // hold what the graph's collectives use (the communicator): declared
+  // before graph_, so destroyed after it.
+  std::vector<std::shared_ptr<CapturedWork>> work_;
   std::shared_ptr<StreamGraph> graph_;
   int64_t bytes_ = 0;
   // Every while_loop node and its loop state buffer, for the overflow check.
   std::vector<std::pair<const BoundNode*, Tensor>> loops_;
+  int64_t captures_ = 0;
 };
 
 }  // namespace tensord

@@ -25,16 +25,17 @@ std::shared_ptr<CapturedGraph> GraphStore::capture(const std::string& tenant,
     v.push_back(std::make_shared<const CompiledProgram>(compile()));
     return v;
   };
-  return capture_members(tenant, account, backend, device, one, nullptr, pool_of, name, {}, {});
+  return capture_members(tenant, account, backend, device, one, nullptr, pool_of, name, {}, {}, {});
 }
 
 std::shared_ptr<CapturedGraph> GraphStore::capture_spmd(const std::string& tenant,
                                                         const std::shared_ptr<MemoryAccount>& account, Backend* backend,
                                                         Device device, const CompileMembersFn& compile,
                                                         const BindScope& scope, const std::vector<int>& ranks,
-                                                        const std::string& group, const std::string& name) {
+                                                        const std::string& group, const std::string& name,
+                                                        const FinishMembers& finish) {
   TENSORD_CHECK(!ranks.empty(), kInvalidArgument, "an SPMD graph needs a group");
-  return capture_members(tenant, account, backend, device, compile, scope, {}, name, ranks, group);
+  return capture_members(tenant, account, backend, device, compile, scope, {}, name, ranks, group, finish);
 }
 
 namespace {
@@ -42,7 +43,8 @@ namespace {
 // A program bound to static input buffers (allocated on `backend`, charged
 // to `account`) and to chunks of `pool`, with its replay plan.
 GraphMember bind_member(std::shared_ptr<const CompiledProgram> cp, std::shared_ptr<GraphPool> pool,
-                        const std::shared_ptr<MemoryAccount>& account, Backend* backend, Device device) {
+                        const std::shared_ptr<MemoryAccount>& account, Backend* backend, Device device,
+                        bool device_graph) {
   GraphMember m;
   for (const auto& [input, vid] : cp->inputs) {
     const TensorMeta& meta = cp->values[static_cast<size_t>(vid)].meta;
@@ -52,19 +54,17 @@ GraphMember bind_member(std::shared_ptr<const CompiledProgram> cp, std::shared_p
     m.buffers.emplace(input, std::move(t));
   }
   m.program = std::move(cp);
-  m.plan = std::make_shared<ReplayPlan>(m.program, m.buffers, *pool, backend, device);
+  m.plan = std::make_shared<ReplayPlan>(m.program, m.buffers, *pool, backend, device, device_graph);
   m.pool = std::move(pool);
   return m;
 }
 
 }  // namespace
 
-std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& tenant,
-                                                           const std::shared_ptr<MemoryAccount>& account,
-                                                           Backend* backend, Device device,
-                                                           const CompileMembersFn& compile, const BindScope& scope,
-                                                           const std::string& pool_of, const std::string& name,
-                                                           const std::vector<int>& ranks, const std::string& group) {
+std::shared_ptr<CapturedGraph> GraphStore::capture_members(
+    const std::string& tenant, const std::shared_ptr<MemoryAccount>& account, Backend* backend, Device device,
+    const CompileMembersFn& compile, const BindScope& scope, const std::string& pool_of, const std::string& name,
+    const std::vector<int>& ranks, const std::string& group, const FinishMembers& finish) {
   std::shared_ptr<GraphPool> pool;
   std::string pool_id;
   if (!pool_of.empty()) {
@@ -112,7 +112,7 @@ std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& te
     g->tenant = tenant;
     if (ranks.empty()) {
       if (!pool) pool = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
-      GraphMember m = bind_member(std::move(programs[0]), std::move(pool), account, backend, device);
+      GraphMember m = bind_member(std::move(programs[0]), std::move(pool), account, backend, device, true);
       g->buffer_bytes = m.buffer_bytes;
       g->buffers = std::move(m.buffers);
       g->program = std::move(m.program);
@@ -126,7 +126,7 @@ std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& te
       for (auto& cp : programs) {
         auto own = std::make_shared<GraphPool>(host ? nullptr : backend, device, account);
         auto bind = [&] {
-          sg->members.push_back(bind_member(std::move(cp), std::move(own), account, backend, device));
+          sg->members.push_back(bind_member(std::move(cp), std::move(own), account, backend, device, false));
         };
         if (scope) {
           scope(bind);
@@ -134,6 +134,7 @@ std::shared_ptr<CapturedGraph> GraphStore::capture_members(const std::string& te
           bind();
         }
       }
+      if (finish) finish(*sg);
       const GraphMember& first = sg->members[0];
       g->buffer_bytes = first.buffer_bytes;
       g->buffers = first.buffers;

@@ -27,17 +27,21 @@ namespace tensord {
 
 // One rank's part of a graph captured with "ranks" (API.md 8): its program
 // (compiled over that rank's input shapes), static input buffers, pool and
-// replay plan.
+// replay plan; on a device, its device graph when the capture made one.
 struct GraphMember {
   std::shared_ptr<const CompiledProgram> program;
   std::map<std::string, Tensor> buffers;
   std::shared_ptr<GraphPool> pool;
   std::shared_ptr<ReplayPlan> plan;
   int64_t buffer_bytes = 0;
+  // The program captured whole, its collectives included, on the rank's GPU
+  // and stream (GraphService::capture_spmd); a replay launches it. Null:
+  // the member replays through `plan` (the executor's path on a device).
+  std::shared_ptr<DeviceGraph> device_graph;
 
   int64_t bytes() const {
     return buffer_bytes + pool->reserved() + plan->extra_bytes() +
-           (plan->device_graph() ? plan->device_graph()->bytes() : 0);
+           (plan->device_graph() ? plan->device_graph()->bytes() : 0) + (device_graph ? device_graph->bytes() : 0);
   }
 };
 
@@ -103,6 +107,10 @@ class GraphStore {
   // Runs a member's binding (which infers its nodes' results again) in the
   // context its program was compiled in (the dist.* ops' group).
   using BindScope = std::function<void(const std::function<void()>& bind)>;
+  // Finishes an SPMD graph's members once bound, before the graph is
+  // stored (their device graphs, captured on their ranks); what it throws
+  // fails the capture.
+  using FinishMembers = std::function<void(SpmdGraph&)>;
 
   // Reserves the graph's id (and its non-empty `name`) and runs `compile`
   // (validation, binding, shape inference, the memory plan); then allocates
@@ -123,11 +131,13 @@ class GraphStore {
   // A graph captured with "ranks" (API.md 8): `compile` gives a program per
   // member of the group `ranks` (named `group`), each bound to static input
   // buffers and a pool of its own. No `pool_of`: its members' pools are
-  // private to it. Each member is bound inside `scope`.
+  // private to it. Each member is bound inside `scope`, without a device
+  // graph of its plan's own; then `finish` runs over them.
   std::shared_ptr<CapturedGraph> capture_spmd(const std::string& tenant, const std::shared_ptr<MemoryAccount>& account,
                                               Backend* backend, Device device, const CompileMembersFn& compile,
                                               const BindScope& scope, const std::vector<int>& ranks,
-                                              const std::string& group, const std::string& name = {});
+                                              const std::string& group, const std::string& name = {},
+                                              const FinishMembers& finish = {});
   // Throws conflict when one of the tenant's graphs holds `name` (a check
   // before the costly capture).
   void check_name_free(const std::string& tenant, const std::string& name) const;
@@ -150,7 +160,8 @@ class GraphStore {
                                                  const std::shared_ptr<MemoryAccount>& account, Backend* backend,
                                                  Device device, const CompileMembersFn& compile, const BindScope& scope,
                                                  const std::string& pool_of, const std::string& name,
-                                                 const std::vector<int>& ranks, const std::string& group);
+                                                 const std::vector<int>& ranks, const std::string& group,
+                                                 const FinishMembers& finish);
 
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<CapturedGraph>> graphs_;

@@ -55,7 +55,7 @@ std::vector<TensorMeta> result_metas(const CompiledProgram& cp, const BoundNode&
 }  // namespace
 
 ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map<std::string, Tensor>& input_buffers,
-                       GraphPool& pool, Backend* backend, Device device)
+                       GraphPool& pool, Backend* backend, Device device, bool device_graph)
     : cp_(std::move(cp)) {
   flat_ = device.type == DeviceType::kCPU;
   for (const auto& [name, id] : cp_->inputs) {
@@ -67,7 +67,7 @@ ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map
   }
   if (flat_) {
     bind(pool, backend);
-  } else if (backend && DeviceGraph::capturable(*cp_, backend->name())) {
+  } else if (device_graph && backend && DeviceGraph::capturable(*cp_, backend->name())) {
     device_graph_ = std::make_unique<DeviceGraph>(cp_, backend, device, pool.account());
   }
 }

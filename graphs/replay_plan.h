@@ -62,9 +62,11 @@ class ReplayPlan {
  public:
   // Binds `cp` to `input_buffers` (one per program input, as captured) and
   // to chunks of `pool`. Throws unsupported when `backend` has no kernel
-  // for an op, quota_exceeded when the pool cannot grow.
+  // for an op, quota_exceeded when the pool cannot grow. `device_graph`
+  // false: no device graph of its own (an SPMD graph's member, whose device
+  // graph lives on its rank's GPU: GraphMember::device_graph).
   ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map<std::string, Tensor>& input_buffers,
-             GraphPool& pool, Backend* backend, Device device);
+             GraphPool& pool, Backend* backend, Device device, bool device_graph = true);
   ~ReplayPlan();
   ReplayPlan(const ReplayPlan&) = delete;
   ReplayPlan& operator=(const ReplayPlan&) = delete;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@ namespace tensord {
 
 class Backend;
 struct BlockRecorder;
+class CapturedWork;
 namespace dist {
 class ProcessGroup;
 }
@@ -97,6 +99,16 @@ struct OutputSlots {
   size_t next = 0;
 };
 
+// Where a device graph's capture is (graphs/device_graph.h), for the
+// kernels that care (the dist.* collectives; every other kernel is called
+// in kRecord only, and only launches on ctx.stream):
+// kPrepare: before the stream capture begins: a collective checks its call
+//   across the group's ranks (host-synchronous) and launches nothing;
+// kRecord: during the stream capture: a collective enqueues on ctx.stream
+//   through its group (ProcessGroup::enqueue_captured) and hands the work
+//   each replay does for it to OpContext::captured_work.
+enum class CapturePhase : uint8_t { kNone, kPrepare, kRecord };
+
 // What a kernel may use: where to allocate outputs, the worker pool, and the
 // cancellation flag it should poll in long loops.
 struct OpContext {
@@ -117,6 +129,11 @@ struct OpContext {
   // The rank's group in an SPMD job (API.md 8): the dist.* kernels run
   // their collectives on it. Null outside one: a group of one rank.
   dist::ProcessGroup* group = nullptr;
+  // Set by a device graph's capture (see CapturePhase); kNone otherwise.
+  CapturePhase capture = CapturePhase::kNone;
+  // kRecord: where a captured kernel adds the host work every launch of the
+  // graph needs (ops/captured_work.h).
+  std::vector<std::shared_ptr<CapturedWork>>* captured_work = nullptr;
 
   // A fresh output tensor on the context's device (host memory when backend
   // is null), charged to the account (or the next pre-bound slot of
@@ -169,6 +186,10 @@ class OpDef {
   // (graphs/device_graph.h): it only launches work on ctx.stream, allocates
   // only through ctx.empty, and never waits for the device.
   std::set<std::string, std::less<>> capture_safe;
+  // A collective (dist.*): captured only at a device graph's top level, and
+  // only where the graph may hold collectives (an SPMD graph's member whose
+  // group enqueues on the capturing stream: DeviceGraph::capturable).
+  bool collective = false;
 
   int param_index(std::string_view pname) const;  // -1 if absent
   std::string signature() const;  // "add(Tensor input, Scalar|Tensor other, *, Scalar alpha=1) -> Tensor"

@@ -311,6 +311,8 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
             run.run_member = [&w](size_t i, const ExecOptions& o) {
               const GraphMember& m = w.spmd_graph->members[i];
               std::lock_guard<std::mutex> lk(m.pool->run_mutex());
+              // Captured on the rank's GPU, collectives included; else the executor.
+              if (m.device_graph) return m.device_graph->run(w.spmd->inputs[i], o);
               return m.plan->run(w.spmd->inputs[i], o);
             };
           }

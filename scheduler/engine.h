@@ -110,6 +110,18 @@ class Engine {
   // throws fails the job. `done` as for run_async.
   std::shared_ptr<Job> run_task_async(Tenant& tenant, const std::string& request_id,
                                       std::function<void(const ExecOptions&)> task, std::function<void(Job&)> done);
+  // Runs part(i, opts) for every member i of the group over `ranks` (all
+  // of them this server's) on its rank's thread, with the rank's group,
+  // device and stream in opts.ctx, as an SPMD job's members run (one SPMD
+  // run at a time): a graph's capture on its ranks (GraphService).
+  // `base`: the caller's options (cancel flag, deadline). A failure on any
+  // rank stops the others at their next collective wait and throws the
+  // first real error; the group meets in a fresh generation afterwards, as
+  // after a failed job.
+  void run_on_ranks(const std::vector<int>& ranks, const std::string& group, const ExecOptions& base,
+                    const std::function<void(size_t member, const ExecOptions& opts)>& part);
+  // Whether local ranks run on devices of their own (the CUDA backend).
+  bool ranks_on_devices() const { return !rank_places_.empty(); }
   // A job that ended: its result, with its queue and run times, moved out;
   // or its error thrown.
   static JobResult result_of(Job& job);

@@ -9,6 +9,7 @@
 #include "scheduler/engine_work.h"
 #include "scheduler/rank_workers.h"
 #include "scheduler/spmd_plan.h"
+#include "scheduler/spmd_run.h"
 
 namespace tensord {
 
@@ -116,6 +117,37 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
     }
   }
   return job;
+}
+
+void Engine::run_on_ranks(const std::vector<int>& ranks, const std::string& group, const ExecOptions& base,
+                          const std::function<void(size_t, const ExecOptions&)>& part) {
+  SpmdPlan plan;
+  plan.ranks = ranks;
+  plan.group = group;
+  plan.inputs.resize(ranks.size());
+  static const JobSpec kNoSpec;  // every member is local: nothing is forwarded
+  SpmdRun run;
+  run.plan = &plan;
+  run.spec = &kNoSpec;
+  run.key = spmd_key(group, false);
+  run.places = rank_places_;
+  run.run_member = [&part](size_t i, const ExecOptions& o) {
+    part(i, o);
+    return ExecResult{};
+  };
+  static const std::atomic<bool> kNotCancelled{false};
+  const std::atomic<bool>& cancelled = base.cancelled ? *base.cancelled : kNotCancelled;
+  std::vector<bool> ran;
+  try {
+    run_spmd(run, *ranks_, base, cancelled, ran);
+  } catch (const Error& e) {
+    spmd_key(group, true);  // the next job meets in a fresh group
+    if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
+    throw;
+  } catch (...) {
+    spmd_key(group, true);
+    throw;
+  }
 }
 
 void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {

@@ -3,7 +3,9 @@
 #include <utility>
 
 #include "graphs/compiled_program.h"
+#include "graphs/device_graph.h"
 #include "graphs/exec_options.h"
+#include "ops/dist/process_group.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/job_handle.h"
@@ -20,7 +22,7 @@ std::shared_ptr<Job> GraphService::capture_async(Tenant& tenant, GraphCaptureReq
   auto graph = std::make_shared<std::shared_ptr<CapturedGraph>>();  // the task's result, read once the job ended
   Tenant* t = &tenant;
   auto task = [this, t, req, graph](const ExecOptions& eo) {
-    *graph = req->spmd ? capture_spmd(*t, *req, eo.ctx.device) : capture(*t, *req, eo.ctx.device);
+    *graph = req->spmd ? capture_spmd(*t, *req, eo) : capture(*t, *req, eo.ctx.device);
     engine_.record_tenant_memory(*t);
     engine_.record_graph_capture(*t, +1);
   };
@@ -41,7 +43,8 @@ std::shared_ptr<CapturedGraph> GraphService::capture(Tenant& tenant, const Graph
 // their input shapes as an SPMD job's are (every rank's program, the
 // extents of uneven all_gathers, 422 where ranks disagree at a collective).
 std::shared_ptr<CapturedGraph> GraphService::capture_spmd(Tenant& tenant, const GraphCaptureRequest& cr,
-                                                          Device device) {
+                                                          const ExecOptions& opts) {
+  const Device device = opts.ctx.device;
   RankWorkers& workers = engine_.ranks();
   SpmdPlan p;
   p.ranks = spmd_group(*cr.spmd, workers.world());
@@ -60,8 +63,47 @@ std::shared_ptr<CapturedGraph> GraphService::capture_spmd(Tenant& tenant, const 
     return p.programs;
   };
   auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
+  auto finish = [&](SpmdGraph& sg) { capture_on_ranks(tenant, sg, opts); };
   return store_.capture_spmd(tenant.name, tenant.account, &engine_.backend(), device, compile, scope, p.ranks, p.group,
-                             cr.name);
+                             cr.name, finish);
+}
+
+// On a device backend (CUDA: rank r on GPU r), every member's program
+// captured whole into a device graph on its rank's GPU and stream, its
+// collectives enqueued on the capturing stream (API.md 8: "on CUDA, NCCL
+// kernels are captured into the graph"). All ranks capture at once, each
+// on its rank's thread: before the stream capture each checks its
+// collectives' calls with the others (shapes are static from then on). It
+// is all members or none: where one member's program cannot be captured
+// (a collective inside a cond or while_loop body, a barrier, scan, a CPU
+// fallback, an optimizer) or the ranks' groups cannot capture collectives
+// (Gloo), every member replays through the executor. A rank whose capture
+// fails fails the capture, on every rank, by name.
+void GraphService::capture_on_ranks(Tenant& tenant, SpmdGraph& sg, const ExecOptions& opts) {
+  if (!engine_.ranks_on_devices()) return;
+  Backend& backend = engine_.backend();
+  for (const GraphMember& m : sg.members) {
+    if (!DeviceGraph::capturable(*m.program, backend.name(), true)) return;
+  }
+  std::vector<std::shared_ptr<DeviceGraph>> graphs(sg.members.size());
+  auto part = [&](size_t i, const ExecOptions& eo) {
+    if (!eo.ctx.group || !eo.ctx.group->supports_capture()) return;  // the same on every rank
+    auto dg = std::make_shared<DeviceGraph>(sg.members[i].program, &backend, eo.ctx.device, tenant.account);
+    try {
+      dg->capture(eo);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kCancelled) throw;  // another rank failed: its error tells
+      throw Error(e.code(),
+                  "rank " + std::to_string(sg.ranks[i]) + ": capturing its device graph failed: " + e.message(),
+                  e.node());
+    }
+    graphs[i] = std::move(dg);
+  };
+  engine_.run_on_ranks(sg.ranks, sg.group, opts, part);
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    if (!graphs[i]) return;  // not captured on every rank: none replays captured
+  }
+  for (size_t i = 0; i < graphs.size(); ++i) sg.members[i].device_graph = std::move(graphs[i]);
 }
 
 std::shared_ptr<Job> GraphService::replay_async(Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,

@@ -20,6 +20,7 @@ namespace tensord {
 
 class Engine;
 class Job;
+struct ExecOptions;
 struct Tenant;
 
 class GraphService {
@@ -58,7 +59,9 @@ class GraphService {
 
  private:
   std::shared_ptr<CapturedGraph> capture(Tenant& tenant, const GraphCaptureRequest& cr, Device device);
-  std::shared_ptr<CapturedGraph> capture_spmd(Tenant& tenant, const GraphCaptureRequest& cr, Device device);
+  std::shared_ptr<CapturedGraph> capture_spmd(Tenant& tenant, const GraphCaptureRequest& cr, const ExecOptions& opts);
+  // An SPMD graph's members' device graphs, captured on their ranks.
+  void capture_on_ranks(Tenant& tenant, SpmdGraph& sg, const ExecOptions& opts);
 
   Engine& engine_;
   GraphStore store_;

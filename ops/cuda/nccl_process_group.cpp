@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cuda/cuda_ops.h"
 #include "ops/dist/gloo_process_group.h"
 #include "ops/dist/work.h"
 #include "ops/error.h"
@@ -20,10 +21,24 @@ namespace tensord::dist {
 namespace chr = std::chrono;
 
 struct NcclProcessGroup::Comm {
+  // comm and broken: the group's thread uses them, and so does a rank thread
+  // that waits for a captured launch (the group's thread is idle then).
+  mutable std::mutex mu;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
-  std::string broken;  // why the group is unusable (worker thread only)
+  std::string broken;  // why the group is unusable
+
+  Comm() = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() {
+    if (comm) {
+      cudaSetDevice(device);
+      ncclCommDestroy(comm);
+    }
+    if (stream) cudaStreamDestroy(stream);
+  }
 };
 
 namespace {
@@ -75,6 +90,68 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+Shape result_shape(const CollectiveCall& call, int n) {
+  Shape s = call.input.shape();
+  if (call.op == CollectiveOp::kAllGather) s[0] *= n;
+  if (call.op == CollectiveOp::kReduceScatter) s[0] /= n;
+  return s;
+}
+
+// The NCCL call(s) of `call` on `st`, its result written to y (checked,
+// launchable: dim 0, even all_to_all parts). Waits for nothing: on a
+// capturing stream NCCL records graph nodes instead.
+void launch(const CollectiveCall& call, const Tensor& y, int n, ncclComm_t comm, cudaStream_t st,
+            const std::string& what) {
+  const Tensor& x = call.input;
+  const size_t bytes = x.nbytes();
+  switch (call.op) {
+    case CollectiveOp::kAllReduce:
+      check_nccl(ncclAllReduce(x.data(), y.data(), static_cast<size_t>(x.numel()), *nccl_dtype(x.dtype()),
+                               nccl_op(call.reduce), comm, st),
+                 what);
+      break;
+    case CollectiveOp::kAllGather:
+      check_nccl(ncclAllGather(x.data(), y.data(), bytes, ncclUint8, comm, st), what);
+      break;
+    case CollectiveOp::kReduceScatter:
+      check_nccl(ncclReduceScatter(x.data(), y.data(), static_cast<size_t>(y.numel()), *nccl_dtype(x.dtype()),
+                                   nccl_op(call.reduce), comm, st),
+                 what);
+      break;
+    case CollectiveOp::kBroadcast:
+      check_nccl(ncclBroadcast(x.data(), y.data(), bytes, ncclUint8, call.src, comm, st), what);
+      break;
+    case CollectiveOp::kAllToAll: {
+      const size_t part = bytes / static_cast<size_t>(n);
+      check_nccl(ncclGroupStart(), what);
+      for (int r = 0; r < n; ++r) {
+        ncclSend(static_cast<const char*>(x.data()) + r * part, part, ncclUint8, r, comm, st);
+        ncclRecv(static_cast<char*>(y.data()) + r * part, part, ncclUint8, r, comm, st);
+      }
+      check_nccl(ncclGroupEnd(), what);
+      break;
+    }
+    case CollectiveOp::kBarrier:
+      break;
+  }
+}
+
+enum class Waited : uint8_t { kDone, kTimedOut, kCancelled };
+
+// Polls `st` until it has run what was enqueued, `timeout` passes or
+// *cancelled turns true.
+Waited poll(cudaStream_t st, chr::milliseconds timeout, const std::atomic<bool>* cancelled, const std::string& what) {
+  const auto until = chr::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t q = cudaStreamQuery(st);
+    if (q == cudaSuccess) return Waited::kDone;
+    if (q != cudaErrorNotReady) check_cuda(q, what);
+    if (cancelled && cancelled->load()) return Waited::kCancelled;
+    if (chr::steady_clock::now() >= until) return Waited::kTimedOut;
+    std::this_thread::sleep_for(chr::microseconds(50));
+  }
+}
+
 }  // namespace
 
 std::string NcclProcessGroup::version() {
@@ -84,7 +161,7 @@ std::string NcclProcessGroup::version() {
 }
 
 NcclProcessGroup::NcclProcessGroup(int rank, int size, ProcessGroupOptions opts, NcclOptions nccl)
-    : ProcessGroup(rank, size, std::move(opts)), nccl_(std::move(nccl)), comm_(std::make_unique<Comm>()) {
+    : ProcessGroup(rank, size, std::move(opts)), nccl_(std::move(nccl)), comm_(std::make_shared<Comm>()) {
   TENSORD_CHECK(nccl_.store != nullptr && nccl_.backend != nullptr, kInvalidArgument,
                 "nccl group " + name() + ": no store or backend");
   comm_->device = nccl_.device.index;
@@ -124,8 +201,8 @@ NcclProcessGroup::~NcclProcessGroup() {
     t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled")));
   }
   if (worker_.joinable()) worker_.join();
-  if (comm_->comm) ncclCommDestroy(comm_->comm);
-  if (comm_->stream) cudaStreamDestroy(comm_->stream);
+  // The communicator and stream go with comm_'s last owner (Comm's
+  // destructor): this group, or a device graph captured in it.
 }
 
 bool NcclProcessGroup::supports(CollectiveOp) const {
@@ -158,20 +235,32 @@ void NcclProcessGroup::worker_loop() {
     }
     t.work->mark_started();
     try {
-      t.work->finish(run(t.call));
+      t.work->finish(run(t.call, t.agree_only));
     } catch (...) {
       t.work->fail(std::current_exception());
     }
   }
 }
 
-std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
-  const std::string what = describe(call);
+void* NcclProcessGroup::usable_comm(const std::string& what) const {
+  std::lock_guard lk(comm_->mu);
   if (!comm_->broken.empty()) {
     throw Error(ErrorCode::kUnavailable, what + " cannot run: the group is broken (" + comm_->broken + ")");
   }
+  return comm_->comm;
+}
+
+void NcclProcessGroup::abort_comm(const std::string& why) {
+  std::lock_guard lk(comm_->mu);
+  if (comm_->comm) ncclCommAbort(comm_->comm);
+  comm_->comm = nullptr;
+  if (comm_->broken.empty()) comm_->broken = why;
+}
+
+std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call, bool agree_only) {
+  const std::string what = agree_only ? describe(call) + " (the ranks' check before a graph capture)" : describe(call);
+  auto* comm = static_cast<ncclComm_t>(usable_comm(what));
   cudaStream_t st = comm_->stream;
-  ncclComm_t comm = comm_->comm;
   const int n = size();
   // Every rank's fingerprint first, so ranks that disagree fail together
   // by name instead of corrupting NCCL's transfers: seq, op, reduction,
@@ -198,19 +287,10 @@ std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
   // Waits for the stream, bounded by the call's timeout; a timeout aborts
   // the communicator and breaks the group (as an aborted c10d group).
   auto wait = [&] {
-    const auto until = chr::steady_clock::now() + call.timeout;
-    for (;;) {
-      const cudaError_t q = cudaStreamQuery(st);
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) check_cuda(q, what);
-      if (chr::steady_clock::now() >= until) {
-        ncclCommAbort(comm);
-        comm_->comm = nullptr;
-        comm_->broken = what + " timed out";
-        throw Error(ErrorCode::kDeadlineExceeded,
-                    what + " timed out after " + std::to_string(call.timeout.count()) + " ms");
-      }
-      std::this_thread::sleep_for(chr::microseconds(50));
+    if (poll(st, call.timeout, nullptr, what) == Waited::kTimedOut) {
+      abort_comm(what + " timed out");
+      throw Error(ErrorCode::kDeadlineExceeded,
+                  what + " timed out after " + std::to_string(call.timeout.count()) + " ms");
     }
   };
   wait();
@@ -229,62 +309,69 @@ std::vector<Tensor> NcclProcessGroup::run(const CollectiveCall& call) {
   if (call.op == CollectiveOp::kBarrier) return {};
   TENSORD_CHECK(call.dim == 0 || call.op == CollectiveOp::kAllReduce || call.op == CollectiveOp::kBroadcast,
                 kUnsupported, "backend nccl " + std::string(collective_op_name(call.op)) + " takes dim 0 only");
-
-  const size_t bytes = x.nbytes();
-  std::vector<Tensor> out;
-  switch (call.op) {
-    case CollectiveOp::kAllReduce: {
-      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
-      check_nccl(ncclAllReduce(x.data(), y.data(), static_cast<size_t>(x.numel()), *nccl_dtype(x.dtype()),
-                               nccl_op(call.reduce), comm, st),
-                 what);
-      out.push_back(y);
-      break;
+  if (call.op == CollectiveOp::kAllToAll) {
+    for (int64_t s : call.split_sizes) {
+      TENSORD_CHECK(s == call.split_sizes[0], kUnsupported, "backend nccl all_to_all takes even splits only");
     }
-    case CollectiveOp::kAllGather: {
-      Shape s = x.shape();
-      s[0] *= n;
-      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), s, nccl_.account);
-      check_nccl(ncclAllGather(x.data(), y.data(), bytes, ncclUint8, comm, st), what);
-      out.push_back(y);
-      break;
-    }
-    case CollectiveOp::kReduceScatter: {
-      Shape s = x.shape();
-      s[0] /= n;
-      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), s, nccl_.account);
-      check_nccl(ncclReduceScatter(x.data(), y.data(), static_cast<size_t>(y.numel()), *nccl_dtype(x.dtype()),
-                                   nccl_op(call.reduce), comm, st),
-                 what);
-      out.push_back(y);
-      break;
-    }
-    case CollectiveOp::kBroadcast: {
-      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
-      check_nccl(ncclBroadcast(x.data(), y.data(), bytes, ncclUint8, call.src, comm, st), what);
-      out.push_back(y);
-      break;
-    }
-    case CollectiveOp::kAllToAll: {
-      for (int64_t s : call.split_sizes) {
-        TENSORD_CHECK(s == call.split_sizes[0], kUnsupported, "backend nccl all_to_all takes even splits only");
-      }
-      Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), x.shape(), nccl_.account);
-      const size_t part = bytes / static_cast<size_t>(n);
-      check_nccl(ncclGroupStart(), what);
-      for (int r = 0; r < n; ++r) {
-        ncclSend(static_cast<const char*>(x.data()) + r * part, part, ncclUint8, r, comm, st);
-        ncclRecv(static_cast<char*>(y.data()) + r * part, part, ncclUint8, r, comm, st);
-      }
-      check_nccl(ncclGroupEnd(), what);
-      out.push_back(y);
-      break;
-    }
-    case CollectiveOp::kBarrier:
-      break;
   }
+  if (agree_only) return {};
+  Tensor y = Tensor::empty(nccl_.backend, nccl_.device, x.dtype(), result_shape(call, n), nccl_.account);
+  launch(call, y, n, comm, st, what);
   wait();
-  return out;
+  return {y};
+}
+
+std::shared_ptr<Work> NcclProcessGroup::agree_captured(const CollectiveCall& call) {
+  // Seq 0 on every rank, recorded nowhere: each launch of the graph takes
+  // the seqs (record_replayed).
+  auto work = std::make_shared<Work>(name(), call.op, 0, nullptr, 0);
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw Error(ErrorCode::kCancelled, "nccl group " + name() + " is shutting down");
+    queue_.push_back(Task{call, work, true});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+std::shared_ptr<void> NcclProcessGroup::launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) {
+  const std::string what = "nccl " + std::string(collective_op_name(call.op)) + " captured in group " + name();
+  TENSORD_CHECK(call.op != CollectiveOp::kBarrier, kUnsupported, what + ": a barrier is not captured");
+  TENSORD_CHECK(
+      out.defined() && !out.on_host() && out.dtype() == call.input.dtype() && out.shape() == result_shape(call, size()),
+      kInternal, what + ": the result buffer is not " + call.input.meta().str() + "'s result");
+  auto* comm = static_cast<ncclComm_t>(usable_comm(what));
+  OpContext ctx;
+  ctx.backend = nccl_.backend;
+  ctx.stream = stream;
+  cudaStream_t st = cuda::raw_stream(ctx);  // also makes the stream's device current
+  launch(call, out, size(), comm, st, what);
+  return comm_;
+}
+
+void NcclProcessGroup::check_captured_launch(const std::string& what) const {
+  usable_comm(what);
+}
+
+void NcclProcessGroup::wait_captured(Stream stream, std::chrono::milliseconds timeout,
+                                     const std::atomic<bool>* cancelled, const std::string& what) {
+  OpContext ctx;
+  ctx.backend = nccl_.backend;
+  ctx.stream = stream;
+  cudaStream_t st = cuda::raw_stream(ctx);
+  const Waited w = poll(st, timeout, cancelled, what);
+  if (w == Waited::kDone) return;
+  const std::string why = w == Waited::kTimedOut
+                              ? what + " timed out after " + std::to_string(timeout.count()) + " ms"
+                              : what +
+                                    " was cancelled (another rank failed, or the job was cancelled or ran past "
+                                    "its deadline)";
+  // Its kernels wait for peers that may never come: the abort ends them,
+  // so the stream (the rank's) is free again; the group is replaced.
+  abort_comm(why);
+  poll(st, timeout, nullptr, what);
+  throw Error(w == Waited::kTimedOut ? ErrorCode::kDeadlineExceeded : ErrorCode::kCancelled,
+              why + "; the group's communicator was aborted");
 }
 
 GroupFactory nccl_group_factory(Backend* backend) {

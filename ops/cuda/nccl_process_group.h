@@ -6,6 +6,16 @@
 // each completed (stream synchronised) before its Work finishes.
 // all_gather, reduce_scatter and all_to_all take dim 0 only (contiguous
 // parts); other dims, and uneven all_gather extents, fail by name.
+//
+// Captured collectives (an SPMD graph member's device graph, API.md 8):
+// the fingerprint exchange that checks the ranks agree runs once, before
+// the capture, on the group's thread (agree_captured); the capture then
+// enqueues the NCCL call on the capturing stream (launch_captured: NCCL
+// records graph nodes, 2.9 and later), and a launch is waited for by
+// polling that stream under the collective's timeout (wait_captured): a
+// timeout or a cancelled job aborts the communicator, so the launch's
+// kernels end, and breaks the group, as an uncaptured collective's timeout
+// does.
 // Compiled when NCCL is found (TENSORD_HAVE_NCCL); `gpu` tests.
 #pragma once
 
@@ -50,22 +60,35 @@ class NcclProcessGroup final : public ProcessGroup {
   bool supports(CollectiveOp op) const override;
   bool supports_dtype(CollectiveOp op, ReduceOp reduce, DType dtype) const override;
   bool takes_device_tensors() const override { return true; }
+  bool supports_capture() const override { return true; }
+  void wait_captured(Stream stream, std::chrono::milliseconds timeout, const std::atomic<bool>* cancelled,
+                     const std::string& what) override;
+  void check_captured_launch(const std::string& what) const override;
   static std::string version();
 
  protected:
   void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
+  std::shared_ptr<Work> agree_captured(const CollectiveCall& call) override;
+  std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) override;
 
  private:
   struct Task {
     CollectiveCall call;
     std::shared_ptr<Work> work;
+    bool agree_only = false;  // agree_captured's: the check across ranks, no transfer
   };
   struct Comm;  // ncclComm_t and the stream, kept out of this header
   void worker_loop();
-  std::vector<Tensor> run(const CollectiveCall& call);
+  std::vector<Tensor> run(const CollectiveCall& call, bool agree_only);
+  // The communicator, or unavailable naming `what` when the group is broken.
+  void* usable_comm(const std::string& what) const;
+  // Aborts the communicator (its kernels end) and breaks the group.
+  void abort_comm(const std::string& why);
 
   NcclOptions nccl_;
-  std::unique_ptr<Comm> comm_;
+  // Shared with the device graphs that captured its collectives: the
+  // communicator is destroyed after the last of them (and the group).
+  std::shared_ptr<Comm> comm_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

@@ -8,7 +8,11 @@
 // with the CUDA backend, a "cuda" one (the server's ranks on GPUs, whose
 // groups are NCCL's and take device tensors:
 // ProcessGroup::takes_device_tensors). The latter only names the backend;
-// it calls nothing of CUDA's, so this library stays free of it.
+// it calls nothing of CUDA's, so this library stays free of it. Inside an
+// SPMD graph member's device graph capture (OpContext::capture) the device
+// kernels take the group's captured path: the call checked across the
+// ranks before the capture, then enqueued on the capturing stream
+// (ProcessGroup::prepare_captured, enqueue_captured).
 //
 // Registered from this library (tensord_dist) as a KernelRegistration, so
 // the ops library stays free of Gloo; a binary that links the library's
@@ -110,27 +114,79 @@ void check_host_group(const OpContext& ctx, const char* op) {
 }
 
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-// The device kernel's collective: `submit` on the rank's group. A group
-// that takes device tensors gets x once the rank's stream has produced it
-// (the group runs on a stream of its own) and returns its result on the
-// rank's device, charged to the job; a host group (Gloo beside a device)
-// gets a host copy and its result goes back to the device. Without a group
-// (a program of one rank): a copy of x, ordered on the rank's stream.
-using Submit = std::function<std::shared_ptr<Work>(ProcessGroup&, const Tensor&)>;
-Tensor on_device(const OpContext& ctx, const Tensor& x, const Submit& submit) {
+// What a device kernel asks of the group (ProcessGroup::make_call's
+// arguments).
+struct CallSpec {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  ReduceOp reduce = ReduceOp::kSum;
+  int64_t dim = 0;
+  int src = 0;
+};
+
+Shape result_shape(const CollectiveCall& call, int group_size) {
+  Shape s = call.input.shape();
+  if (call.op == CollectiveOp::kAllGather) s[static_cast<size_t>(call.dim)] *= group_size;
+  if (call.op == CollectiveOp::kReduceScatter) s[static_cast<size_t>(call.dim)] /= group_size;
+  return s;
+}
+
+// Inside a device graph's capture (graphs/device_graph.h): before it
+// (kPrepare) the ranks check the call once; during it (kRecord) the
+// collective is enqueued on the capturing stream, its result in the node's
+// buffer, and each launch's host work (seq, flight recorder, the bounded
+// wait) goes to ctx.captured_work. Without a group: a copy of x.
+Tensor captured(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
+  const std::string name = "dist." + std::string(collective_op_name(s.op));
+  if (!ctx.group) {
+    if (ctx.capture == CapturePhase::kPrepare) return Tensor();
+    Tensor y = ctx.empty(x.dtype(), x.shape());
+    if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());
+    return y;
+  }
+  CollectiveCall call = ctx.group->make_call(s.op, &x, s.reduce, s.dim, s.src);
+  if (ctx.capture == CapturePhase::kPrepare) {
+    ctx.group->prepare_captured(std::move(call), ctx.cancelled);
+    return Tensor();
+  }
+  TENSORD_CHECK(ctx.captured_work != nullptr, kInternal, name + ": captured without a place for its replay work");
+  Tensor y = ctx.empty(x.dtype(), result_shape(call, ctx.group->size()));
+  ctx.captured_work->push_back(ctx.group->enqueue_captured(std::move(call), y, ctx.stream));
+  return y;
+}
+
+// The device kernel's collective on the rank's group. A group that takes
+// device tensors gets x once the rank's stream has produced it (the group
+// runs on a stream of its own) and returns its result on the rank's device,
+// charged to the job; a host group (Gloo beside a device) gets a host copy
+// and its result goes back to the device. Without a group (a program of one
+// rank): a copy of x, ordered on the rank's stream.
+Tensor on_device(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
+  if (ctx.capture != CapturePhase::kNone) return captured(ctx, x, s);
   if (!ctx.group) {
     Tensor y = ctx.empty(x.dtype(), x.shape());
     if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());
     return y;
   }
-  if (!ctx.group->takes_device_tensors()) {
-    Tensor y = finish(submit(*ctx.group, x.to_host()), ctx);
+  ProcessGroup& g = *ctx.group;
+  if (!g.takes_device_tensors()) {
+    const Tensor h = x.to_host();
+    Tensor y = finish(g.submit(g.make_call(s.op, &h, s.reduce, s.dim, s.src)), ctx);
     return y.to_device(ctx.backend, ctx.device, ctx.account);
   }
   ctx.backend->synchronize(ctx.stream);
-  Tensor y = finish(submit(*ctx.group, x), ctx);
+  Tensor y = finish(g.submit(g.make_call(s.op, &x, s.reduce, s.dim, s.src)), ctx);
   if (ctx.account && y.defined() && !y.on_host() && !y.storage()->account()) y.storage()->charge(ctx.account);
   return y;
+}
+
+// A collective's device kernel; capture-safe: an SPMD graph member's device
+// graph captures it where its group can (DeviceGraph::capturable). barrier
+// (no result) keeps the CPU kernel and is never captured.
+void device_kernel(OpDef& op, std::function<CallSpec(const OpArgs<Tensor>&)> spec) {
+  op.capture_safe.insert("cuda");
+  op.kernels["cuda"] = [spec = std::move(spec)](const OpContext& ctx, const OpArgs<Tensor>& a) {
+    return std::vector<Tensor>{on_device(ctx, a.tensor(0), spec(a))};
+  };
 }
 #endif
 
@@ -157,12 +213,11 @@ void add_all_reduce(OpRegistry& r) {
     return std::vector<Tensor>{finish(ctx.group->all_reduce(a.tensor(0), red), ctx)};
   };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const ReduceOp red = reduce_of(a.attr(1), "dist.all_reduce");
-    return std::vector<Tensor>{
-        on_device(ctx, a.tensor(0), [red](ProcessGroup& g, const Tensor& x) { return g.all_reduce(x, red); })};
-  };
+  device_kernel(op, [](const OpArgs<Tensor>& a) {
+    return CallSpec{CollectiveOp::kAllReduce, reduce_of(a.attr(1), "dist.all_reduce")};
+  });
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 
@@ -197,12 +252,11 @@ void add_all_gather(OpRegistry& r) {
     return std::vector<Tensor>{finish(ctx.group->all_gather(a.tensor(0), d), ctx)};
   };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather");
-    return std::vector<Tensor>{
-        on_device(ctx, a.tensor(0), [d](ProcessGroup& g, const Tensor& x) { return g.all_gather(x, d); })};
-  };
+  device_kernel(op, [](const OpArgs<Tensor>& a) {
+    return CallSpec{CollectiveOp::kAllGather, ReduceOp::kSum, dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather")};
+  });
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 
@@ -233,14 +287,13 @@ void add_reduce_scatter(OpRegistry& r) {
     return std::vector<Tensor>{finish(ctx.group->reduce_scatter(a.tensor(0), red, d), ctx)};
   };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
+  device_kernel(op, [](const OpArgs<Tensor>& a) {
     const std::string name = "dist.reduce_scatter";
-    const ReduceOp red = reduce_of(a.attr(1), name);
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(2), name);
-    return std::vector<Tensor>{on_device(
-        ctx, a.tensor(0), [red, d](ProcessGroup& g, const Tensor& x) { return g.reduce_scatter(x, red, d); })};
-  };
+    return CallSpec{CollectiveOp::kReduceScatter, reduce_of(a.attr(1), name),
+                    dim_of(a.tensor(0).meta(), a.attr(2), name)};
+  });
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 
@@ -267,12 +320,12 @@ void add_broadcast(OpRegistry& r) {
     return std::vector<Tensor>{finish(ctx.group->broadcast(a.tensor(0), src), ctx)};
   };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const auto src = static_cast<int>(a.attr(1).to_int("dist.broadcast: src"));
-    return std::vector<Tensor>{
-        on_device(ctx, a.tensor(0), [src](ProcessGroup& g, const Tensor& x) { return g.broadcast(x, src); })};
-  };
+  device_kernel(op, [](const OpArgs<Tensor>& a) {
+    return CallSpec{CollectiveOp::kBroadcast, ReduceOp::kSum, 0,
+                    static_cast<int>(a.attr(1).to_int("dist.broadcast: src"))};
+  });
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 
@@ -295,12 +348,11 @@ void add_all_to_all(OpRegistry& r) {
     return std::vector<Tensor>{finish(ctx.group->all_to_all(a.tensor(0), d), ctx)};
   };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all");
-    return std::vector<Tensor>{
-        on_device(ctx, a.tensor(0), [d](ProcessGroup& g, const Tensor& x) { return g.all_to_all(x, d); })};
-  };
+  device_kernel(op, [](const OpArgs<Tensor>& a) {
+    return CallSpec{CollectiveOp::kAllToAll, ReduceOp::kSum, dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all")};
+  });
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 
@@ -319,6 +371,7 @@ void add_barrier(OpRegistry& r) {
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
   op.kernels["cuda"] = op.kernels["cpu"];
 #endif
+  op.collective = true;
   r.add(std::move(op));
 }
 

@@ -7,11 +7,20 @@
 // collectives). An op or dtype the backend lacks fails by name
 // (kUnsupported) before a seq is taken.
 //
+// Captured collectives (API.md 8: "on CUDA, NCCL kernels are captured into
+// the graph"): a backend that enqueues collectives on a capturing device
+// stream (supports_capture: NCCL) checks each call across the ranks once,
+// before the capture (prepare_captured), enqueues it on the capturing
+// stream (enqueue_captured), and every launch of the graph takes the seqs
+// and flight-recorder entries of its collectives (record_replayed, through
+// ops/dist/captured_collective.h). The others (Gloo) refuse by name.
+//
 // Thread-safety: the collective calls may come from any thread; their
 // order of calls is the order of seqs. Implementations live in their own
-// files (gloo_process_group.*; NCCL later).
+// files (gloo_process_group.*, ops/cuda/nccl_process_group.*).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -24,7 +33,13 @@
 #include "ops/dist/collective.h"
 #include "ops/dist/flight_recorder.h"
 #include "ops/dist/work.h"
+#include "ops/error.h"
 #include "ops/tensor.h"
+#include "streams/stream.h"
+
+namespace tensord {
+class CapturedWork;
+}
 
 namespace tensord::dist {
 
@@ -75,6 +90,10 @@ class ProcessGroup {
   const std::vector<int>& global_ranks() const { return opts_.global_ranks; }
   std::chrono::milliseconds default_timeout() const { return opts_.timeout; }
   const std::shared_ptr<FlightRecorder>& recorder() const { return opts_.recorder; }
+  int64_t pg_id() const { return opts_.pg_id; }
+  // Unique among the process's groups, never reused (a captured graph
+  // knows whether it was captured in this very group).
+  uint64_t uid() const { return uid_; }
   // The seq the last collective took (0: none yet).
   uint64_t last_seq() const;
 
@@ -99,6 +118,49 @@ class ProcessGroup {
   // Returns when every rank has called it.
   std::shared_ptr<Work> barrier(const CollectiveOptions& o = {});
 
+  // The call a collective method above submits for `op` over x (null for
+  // barrier): `reduce` for all_reduce and reduce_scatter, `dim` for
+  // all_gather, reduce_scatter and all_to_all, `src` for broadcast,
+  // `split_sizes` for all_to_all; checked on this rank as those methods
+  // check theirs (throws; no seq taken). Its timeout is still unresolved.
+  CollectiveCall make_call(CollectiveOp op, const Tensor* x, ReduceOp reduce = ReduceOp::kSum, int64_t dim = 0,
+                           int src = 0, std::vector<int64_t> split_sizes = {}) const;
+  // Runs a call from make_call: takes the next seq, records it, enqueues it.
+  std::shared_ptr<Work> submit(CollectiveCall call, const CollectiveOptions& o = {});
+
+  // Whether the backend enqueues collectives on a capturing device stream.
+  virtual bool supports_capture() const { return false; }
+  // Before a device graph's stream capture begins: checks, host-synchronous
+  // and once (a captured graph's shapes are static), that every rank of the
+  // group agrees on `call` (op, dtype, shape, src) and that the backend can
+  // run it; every rank calls it for the same calls in the same order.
+  // Bounded by the call's timeout; gives up (cancelled) once *cancelled
+  // turns true. Takes no seq, records nothing. Unsupported by name where
+  // the backend cannot capture.
+  void prepare_captured(CollectiveCall call, const std::atomic<bool>* cancelled, const CollectiveOptions& o = {});
+  // During the capture, on the capturing thread: enqueues a prepared `call`
+  // on `stream`, its result written to `out` (device memory of the result's
+  // shape); returns what each launch of the graph does for it (its seq,
+  // flight-recorder entry and bounded wait). Unsupported by name where the
+  // backend cannot capture.
+  std::shared_ptr<CapturedWork> enqueue_captured(CollectiveCall call, const Tensor& out, Stream stream,
+                                                 const CollectiveOptions& o = {});
+  // One launch of a captured collective: takes the next seq, records the
+  // call as scheduled and counts it (on_collective), as submit does, but
+  // runs nothing (the graph's launch does); the caller reports through the
+  // Work (mark_started, finish, fail). `call.timeout` must be resolved.
+  std::shared_ptr<Work> record_replayed(CollectiveCall call);
+  // Until `stream` has run a launch holding captured collectives of this
+  // group, at most `timeout`; gives up (cancelled) once *cancelled turns
+  // true. A backend that gives up aborts its communicator, so that the
+  // launch's kernels end, and the group is broken from then on. `what`
+  // names the launch in errors. Default: unsupported by name.
+  virtual void wait_captured(Stream stream, std::chrono::milliseconds timeout, const std::atomic<bool>* cancelled,
+                             const std::string& what);
+  // Throws (unavailable) when the group can no longer run its captured
+  // collectives (an aborted communicator). Default: nothing.
+  virtual void check_captured_launch(const std::string& what) const {}
+
  protected:
   ProcessGroup(int rank, int size, ProcessGroupOptions opts);
 
@@ -107,16 +169,31 @@ class ProcessGroup {
   // collective itself.
   virtual void enqueue(CollectiveCall call, std::shared_ptr<Work> work) = 0;
 
+  // prepare_captured's check across the ranks, asynchronous: the Work
+  // (seq 0, recorded nowhere) finishes once every rank agreed, or fails.
+  // Default: unsupported by name.
+  virtual std::shared_ptr<Work> agree_captured(const CollectiveCall& call);
+  // enqueue_captured's launch on the capturing `stream`; returns what the
+  // captured graph must hold for its life (the communicator it captured:
+  // it must outlive the graph, even when the group is replaced). Default:
+  // unsupported by name.
+  virtual std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream);
+
   // "gloo all_reduce (seq 3) in group world": how errors name a collective.
   std::string describe(const CollectiveCall& call) const;
+  // The error of a captured-path call on a backend that cannot capture.
+  Error no_capture(std::string_view what) const;
 
  private:
-  std::shared_ptr<Work> submit(CollectiveCall call, const CollectiveOptions& o);
+  // Takes the next seq for `call` and records it (seq_mu_ held).
+  std::shared_ptr<Work> take_seq(CollectiveCall& call);
+  std::chrono::milliseconds resolve(const CollectiveOptions& o) const;
   void check_supported(CollectiveOp op, ReduceOp reduce, const Tensor* x) const;
   int64_t check_dim(const Tensor& x, int64_t dim, CollectiveOp op) const;
 
   const int rank_;
   const int size_;
+  const uint64_t uid_;
   ProcessGroupOptions opts_;
   mutable std::mutex seq_mu_;
   uint64_t seq_ = 0;

@@ -94,11 +94,51 @@ def test_answers_decode_each_b64_value_straight_from_the_bytes():
         _jsonbody.loads(b'{"b64": "QUJD')
 
 
+def test_large_answers_decode_as_they_arrive_whatever_the_chunks():
+    """_jsonbody.load_stream: the same result as loads for every read size
+    (keys, groups and closing quotes cut anywhere); malformed values and
+    answers that stop short are errors, not wrong tensors."""
+    import io
+    import base64 as b64mod
+    from tensord import _jsonbody
+
+    a = np.arange(1000, dtype=np.float32).tobytes()
+    b = bytes(range(256)) * 3 + b"xy"
+    doc = {"outputs": {"w": {"dtype": "float32", "shape": [1000], "b64": b64mod.b64encode(a).decode()},
+                       "v": {"dtype": "uint8", "shape": [770], "b64": b64mod.b64encode(b).decode()}},
+           "name": 'x\\"b64\\": \\"QUJD', "job": {"id": "j1"}}
+    old = _jsonbody._CHUNK
+    try:
+        for text in (json.dumps(doc), json.dumps(doc, indent=2), json.dumps(doc).replace('"b64": ', '"b64"  :\n   ')):
+            raw = text.encode()
+            for chunk in (1, 2, 3, 5, 7, 64, 1000, 1 << 20):
+                _jsonbody._CHUNK = chunk
+                got = _jsonbody.load_stream(io.BytesIO(raw).readinto, len(raw))
+                assert bytes(got["outputs"]["w"]["b64"].data) == a, chunk
+                assert bytes(got["outputs"]["v"]["b64"].data) == b, chunk
+                assert got["name"] == doc["name"] and got["job"] == doc["job"]
+        for bad in (b'{"b64": "QUJ!"}', b'{"b64": "QUJDR"}', b'{"b64": "QUJD', b'{"b64": "QU\\/D"}'):
+            for chunk in (1, 3, 100):
+                _jsonbody._CHUNK = chunk
+                with pytest.raises((ValueError, EOFError)):
+                    _jsonbody.load_stream(io.BytesIO(bad).readinto, len(bad))
+        short = json.dumps(doc).encode()
+        with pytest.raises(EOFError):
+            _jsonbody.load_stream(io.BytesIO(short[:-10]).readinto, len(short))
+    finally:
+        _jsonbody._CHUNK = old
+
+
 def test_json_get_and_run_answers_round_trip_through_the_fast_decoder(server):
     c = tensord.Client(server.url, transport="json")
     x = np.random.default_rng(3).standard_normal((64, 1024)).astype(np.float32)
     c.put("jb", x)
     np.testing.assert_array_equal(c.get("jb"), x)
+    big = np.random.default_rng(4).standard_normal((1 << 21,)).astype(np.float32)  # 8 MiB: decoded as it arrives
+    c.put("big", big)
+    got = c.get("big")
+    np.testing.assert_array_equal(got, big)
+    got[0] = 1.0  # writable, like every array the client returns
     out = c.run({"inputs": {"a": {"dtype": "float32", "shape": [64, 1024]}},
                  "nodes": [{"id": "n", "op": "mul", "args": ["a", "a"], "outputs": ["y"]}], "outputs": ["y"]},
                 inputs={"a": x})

@@ -21,9 +21,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import mmap
 import re
 import secrets
-from typing import Any, List, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
+
+import numpy as np
 
 Part = Union[bytes, memoryview]
 
@@ -91,9 +94,10 @@ class DecodedB64:
         self.data = data
 
 
-def loads(buf: Union[bytes, bytearray]) -> Any:
-    """Parses the JSON document in ``buf``; every ``"b64"`` string value
-    comes back as a :class:`DecodedB64` of the bytes it encodes."""
+def loads(buf: Any) -> Any:
+    """Parses the JSON document in ``buf`` (bytes, bytearray or mmap: a
+    buffer with ``find``); every ``"b64"`` string value comes back as a
+    :class:`DecodedB64` of the bytes it encodes."""
     mv = memoryview(buf)
     nonce = secrets.token_hex(8)
     pieces: List[bytes] = []
@@ -115,7 +119,7 @@ def loads(buf: Union[bytes, bytearray]) -> Any:
             pos = close
         m = _B64_KEY.search(buf, close + 1)
     if not decoded:
-        return json.loads(buf)
+        return json.loads(buf if isinstance(buf, (bytes, bytearray)) else bytes(mv))
     pieces.append(bytes(mv[pos:]))
     doc = json.loads(b"".join(pieces))
     marker = "tensord-b64-%s-" % nonce
@@ -130,3 +134,140 @@ def loads(buf: Union[bytes, bytearray]) -> Any:
         return o
 
     return swap(doc)
+
+
+_CHUNK = 8 << 20  # bytes read at a time while streaming a large answer
+
+
+def _a2b(chars: Any) -> bytes:
+    """Strict base64 decode (binascii's strict mode where Python has it)."""
+    try:
+        return binascii.a2b_base64(chars, strict_mode=True)
+    except TypeError:  # Python < 3.11: no strict mode
+        return binascii.a2b_base64(chars)
+
+
+def _out_buffer(n: int) -> Any:
+    """A writable uint8 array of ``n`` bytes whose pages fault in 2 MiB at a
+    time when large (an anonymous mapping advised huge pages)."""
+    if n < (4 << 20):
+        return np.empty(n, np.uint8)
+    m = mmap.mmap(-1, n)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            m.madvise(advice)
+        except OSError:
+            pass
+    return np.frombuffer(m, np.uint8)
+
+
+class _StreamLoader:
+    """The state of :func:`load_stream`: the text outside values so far,
+    and the value being decoded."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.got = 0  # bytes of the answer read
+        self.text = bytearray()  # the document outside the values, markers in their place
+        self.nonce = secrets.token_hex(8)
+        self.decoded: List[Any] = []
+        self.scan_from = 0  # where the next key search in `text` starts
+        self.value: Optional[Any] = None  # the buffer of the value being decoded
+        self.out = 0  # bytes of it written
+        self.carry = b""  # value characters not yet a whole 4-character group
+
+    def feed(self, buf: Any, a: int, b: int) -> None:
+        """Takes ``buf[a:b]`` (``buf`` has ``find``)."""
+        while a < b:
+            if self.value is None:
+                self.text += memoryview(buf)[a:b]
+                a = b
+                m = _B64_KEY.search(self.text, self.scan_from)
+                if m is None:
+                    # A key cut by the chunk's end is found next time: search again from its quote.
+                    tail = max(self.scan_from, len(self.text) - 4096)
+                    quote = self.text.rfind(b'"b64"', tail)
+                    self.scan_from = quote if quote >= 0 else max(self.scan_from, len(self.text) - 5)
+                    return
+                # The value starts at m.end(): what came after it is value text.
+                buf = bytes(self.text[m.end():])
+                a, b = 0, len(buf)
+                del self.text[m.end():]
+                self.text += ("tensord-b64-%s-%d" % (self.nonce, len(self.decoded))).encode("ascii")
+                # At most this much is left of it; pages are touched only as written.
+                self.value = _out_buffer((self.n - self.got + b) * 3 // 4 + 3)
+                self.out = 0
+                self.carry = b""
+                continue
+            close = buf.find(b'"', a, b)
+            seg: Any = memoryview(buf)[a:b if close < 0 else close]
+            if self.carry:
+                # First the group the last chunk's end cut: its missing characters.
+                end = b if close < 0 else close
+                need = min(4 - len(self.carry), end - a)
+                group = self.carry + bytes(memoryview(buf)[a:a + need])
+                a += need
+                if len(group) < 4 and close < 0:
+                    self.carry = group
+                    return
+                self.carry = b""
+                try:
+                    part = _a2b(group)
+                except binascii.Error as e:
+                    raise ValueError("bad base64 in the answer: %s" % e) from e
+                self.value[self.out:self.out + len(part)] = np.frombuffer(part, np.uint8)
+                self.out += len(part)
+                continue
+            whole = len(seg) if close >= 0 else len(seg) // 4 * 4
+            if whole:
+                try:
+                    part = _a2b(seg[:whole])
+                except binascii.Error as e:
+                    raise ValueError("bad base64 in the answer: %s" % e) from e
+                self.value[self.out:self.out + len(part)] = np.frombuffer(part, np.uint8)
+                self.out += len(part)
+            self.carry = bytes(seg[whole:])
+            if close < 0:
+                return
+            self.decoded.append(self.value[:self.out])
+            self.value = None
+            self.scan_from = len(self.text)
+            a = close  # the closing quote is text again
+
+    def finish(self) -> Any:
+        if self.value is not None:
+            raise ValueError("the answer ended inside a b64 value")
+        doc = json.loads(bytes(self.text))
+        if not self.decoded:
+            return doc
+        marker = "tensord-b64-%s-" % self.nonce
+
+        def swap(o: Any) -> Any:
+            if isinstance(o, str) and o.startswith(marker):
+                return DecodedB64(self.decoded[int(o[len(marker):])])
+            if isinstance(o, dict):
+                return {k: swap(v) for k, v in o.items()}
+            if isinstance(o, list):
+                return [swap(v) for v in o]
+            return o
+
+        return swap(doc)
+
+
+def load_stream(readinto: Callable[[memoryview], int], n: int) -> Any:
+    """Parses a JSON answer of ``n`` bytes read with ``readinto`` as it
+    arrives: the text outside ``"b64"`` values is kept (a few hundred bytes
+    for tensors) and each value is decoded a chunk at a time straight into
+    the buffer its tensor views (no copy of the text, no second copy of the
+    bytes), while the server goes on sending the next chunk."""
+    window = bytearray(min(_CHUNK, max(n, 1)))
+    wv = memoryview(window)
+    state = _StreamLoader(n)
+    while state.got < n:
+        k = readinto(wv[:min(len(window), n - state.got)])
+        if not k:
+            raise EOFError("the answer ended after %d of %d bytes" % (state.got, n))
+        state.got += k
+        state.feed(window, 0, k)
+    return state.finish()

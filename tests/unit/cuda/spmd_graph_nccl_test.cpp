@@ -31,6 +31,7 @@
 #include "scheduler/job_handle.h"
 #include "scheduler/rank_workers.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/one_tenant_config.h"
 #include "tests/unit/scheduler/run_job.h"
 #if defined(TENSORD_HAVE_NCCL)
 #include "ops/cuda/nccl_process_group.h"
@@ -41,12 +42,6 @@ namespace {
 using namespace testing_util;
 
 constexpr int64_t kN = 4;  // elements per rank
-
-ServerConfig config() {
-  ServerConfig c = default_config(2);
-  c.tenants[0].name = "t";
-  return c;
-}
 
 // y = 2x (a CUDA kernel the collectives must wait for), then all_reduce,
 // all_gather and broadcast of y; `barrier` adds a dist.barrier (no result:
@@ -155,9 +150,9 @@ class SpmdGraphNcclTest : public ::testing::Test {
     o.ranks = ranks;
     o.collective_timeout = std::chrono::milliseconds(20000);
     o.rank_groups = dist::nccl_group_factory(b.get());
-    engine_ = std::make_unique<Engine>(std::move(b), config(), o);
+    engine_ = std::make_unique<Engine>(std::move(b), one_tenant_config(), o);
     graphs_ = std::make_unique<GraphService>(*engine_);
-    tenant_ = std::make_unique<Tenant>(config().tenants[0]);
+    tenant_ = std::make_unique<Tenant>(one_tenant_config().tenants[0]);
   }
   void TearDown() override {
     graphs_.reset();

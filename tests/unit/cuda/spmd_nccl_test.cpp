@@ -21,6 +21,7 @@
 #include "scheduler/engine.h"
 #include "scheduler/rank_workers.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/one_tenant_config.h"
 #include "tests/unit/scheduler/run_job.h"
 #if defined(TENSORD_HAVE_NCCL)
 #include "ops/cuda/nccl_process_group.h"
@@ -29,12 +30,6 @@
 namespace tensord {
 namespace {
 using namespace testing_util;
-
-ServerConfig config() {
-  ServerConfig c = default_config(2);
-  c.tenants[0].name = "t";
-  return c;
-}
 
 Tensor arange_f32(int64_t n) {
   Tensor t = Tensor::empty_host(DType::kFloat32, {n});
@@ -102,7 +97,7 @@ class SpmdNcclTest : public ::testing::Test {
     o.ranks = ranks;
     o.collective_timeout = std::chrono::milliseconds(20000);
     if (std::string(backend) == "cuda") o.rank_groups = dist::nccl_group_factory(b.get());
-    return std::make_unique<Engine>(std::move(b), config(), o);
+    return std::make_unique<Engine>(std::move(b), one_tenant_config(), o);
   }
   int gpus_ = 0;
 };
@@ -112,8 +107,8 @@ TEST_F(SpmdNcclTest, EveryVisibleGpuIsARankAndMatchesTheCpuRanks) {
   if (R < 2) std::printf("one visible GPU: the group has one rank (two or more test the transfers)\n");
   auto cuda = engine("cuda", R);
   auto cpu = engine("cpu", R);
-  Tenant tc(config().tenants[0]);
-  Tenant th(config().tenants[0]);
+  Tenant tc(one_tenant_config().tenants[0]);
+  Tenant th(one_tenant_config().tenants[0]);
   const JobResult got = run_job(*cuda, tc, collectives(4 * R, {}, R));
   const JobResult want = run_job(*cpu, th, collectives(4 * R, {}, R));
   EXPECT_EQ(got.backend, "cuda");
@@ -140,8 +135,8 @@ TEST_F(SpmdNcclTest, ASubgroupInAnotherOrderRunsOnItsRanksGpus) {
   if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs (one rank per GPU); " << gpus_ << " visible";
   auto cuda = engine("cuda", 2);
   auto cpu = engine("cpu", 2);
-  Tenant tc(config().tenants[0]);
-  Tenant th(config().tenants[0]);
+  Tenant tc(one_tenant_config().tenants[0]);
+  Tenant th(one_tenant_config().tenants[0]);
   // Member 0 is rank 1 (GPU 1): its stored write moves to GPU 0.
   const JobResult got = run_job(*cuda, tc, collectives(6, {1, 0}, 0));
   const JobResult want = run_job(*cpu, th, collectives(6, {1, 0}, 0));
@@ -164,7 +159,7 @@ TEST_F(SpmdNcclTest, MoreRanksThanGpusAreRefused) {
 TEST_F(SpmdNcclTest, AnUnevenGatherFailsByNameOnEveryRank) {
   if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs for uneven parts; " << gpus_ << " visible";
   auto cuda = engine("cuda", 2);
-  Tenant tc(config().tenants[0]);
+  Tenant tc(one_tenant_config().tenants[0]);
   JobSpec s = collectives(7, {}, 2);  // parts of 4 and 3: NCCL gathers equal parts only
   s.store.clear();
   s.program.nodes = {node("g", "dist.all_gather", {ref("x")}, {"gathered"})};

@@ -13,16 +13,11 @@
 #include "scheduler/engine.h"
 #include "tests/unit/scheduler/run_job.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/one_tenant_config.h"
 
 namespace tensord {
 namespace {
 using namespace testing_util;
-
-ServerConfig one_tenant() {
-  ServerConfig c = default_config(2);
-  c.tenants[0].name = "t";
-  return c;
-}
 
 // An SGD step (momentum 0.9, state under "s") on stored w with its gradient
 // `g` as a request input.
@@ -56,8 +51,8 @@ bool released_within(const std::weak_ptr<const void>& w, std::chrono::seconds li
 }
 
 TEST(EngineInputs, ARequestBodyInputIsReleasedOnceTheJobEnds) {
-  Engine e(make_backend("cpu", 1), one_tenant());
-  Tenant t(one_tenant().tenants[0]);
+  Engine e(make_backend("cpu", 1), one_tenant_config());
+  Tenant t(one_tenant_config().tenants[0]);
   t.store.put("w", f32({4}, {1, 2, 3, 4}));
   std::weak_ptr<const void> body;
   testing_util::run_job(e, t, step_with(body_view(&body, 4, 10.f)));
@@ -67,8 +62,8 @@ TEST(EngineInputs, ARequestBodyInputIsReleasedOnceTheJobEnds) {
 }
 
 TEST(EngineInputs, AFailedJobReleasesItsBodyInputToo) {
-  Engine e(make_backend("cpu", 1), one_tenant());
-  Tenant t(one_tenant().tenants[0]);
+  Engine e(make_backend("cpu", 1), one_tenant_config());
+  Tenant t(one_tenant_config().tenants[0]);
   t.store.put("w", f32({4}, {1, 2, 3, 4}));
   t.store.put("s/w/momentum_buffer", f32({3}, {0, 0, 0}));  // the kernel finds it has another shape
   std::weak_ptr<const void> body;
@@ -78,8 +73,8 @@ TEST(EngineInputs, AFailedJobReleasesItsBodyInputToo) {
 }
 
 TEST(EngineInputs, AChargedInputIsReleasedBeforeTheCallerWakes) {
-  Engine e(make_backend("cpu", 1), one_tenant());
-  Tenant t(one_tenant().tenants[0]);
+  Engine e(make_backend("cpu", 1), one_tenant_config());
+  Tenant t(one_tenant_config().tenants[0]);
   t.store.put("w", f32({4}, {1, 2, 3, 4}));
   Tensor g = f32({4}, {1, 1, 1, 1});
   g.storage()->charge(t.account);

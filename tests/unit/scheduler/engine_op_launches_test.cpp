@@ -10,17 +10,12 @@
 #include "scheduler/engine.h"
 #include "tests/unit/graphs/fake_device_kernels.h"
 #include "tests/unit/graphs/program_builder.h"
+#include "tests/unit/scheduler/one_tenant_config.h"
 #include "tests/unit/scheduler/run_job.h"
 
 namespace tensord {
 namespace {
 using namespace testing_util;
-
-ServerConfig one_tenant() {
-  ServerConfig c = default_config(2);
-  c.tenants[0].name = "t";
-  return c;
-}
 
 JobSpec add_neg(Tensor x) {
   JobSpec s;
@@ -50,8 +45,8 @@ double launches(const std::string& op, const std::string& backend) {
 }
 
 TEST(EngineDevice, OpLaunchesNameTheBackendWhoseKernelRan) {
-  Engine e(std::make_unique<FakeBackend>(), one_tenant());
-  Tenant t(one_tenant().tenants[0]);
+  Engine e(std::make_unique<FakeBackend>(), one_tenant_config());
+  Tenant t(one_tenant_config().tenants[0]);
   const double add_fake = launches("add", "fake"), add_cpu = launches("add", "cpu");
   const double neg_fake = launches("neg", "fake"), neg_cpu = launches("neg", "cpu");
   for (int i = 0; i < 3; ++i)

@@ -24,15 +24,7 @@
 namespace tensord::dist {
 namespace {
 
-Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error thrown";
-  return Error(ErrorCode::kInternal, "no error");
-}
+using testing::error_of;
 
 Tensor floats(int64_t n) {
   Tensor t = Tensor::empty_host(DType::kFloat32, {n});

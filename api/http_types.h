@@ -2,8 +2,10 @@
 // messages to and from these; handlers and api/ never see Beast.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,15 @@ class BodyRecycler {
   virtual void recycle(std::string&& body) noexcept = 0;
 };
 
+// A JSON body's top-level "b64" value decoded while the body arrived
+// (api/json_b64_stream.h): `size` bytes from `offset` (64-byte aligned) of
+// `bytes`.
+struct DecodedB64 {
+  std::string bytes;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
 struct HttpRequest {
   std::string method;                          // "GET", "PUT", ...
   std::string target;                          // raw request target ("/v1/tensors/a?x=1")
@@ -28,6 +39,10 @@ struct HttpRequest {
   // Set by the session: takes `body` back when the request (or the tensors
   // share_body() gave its bytes to) no longer needs it. Null: freed.
   std::shared_ptr<BodyRecycler> recycler;
+  // A large top-level "b64" value the session decoded while the body
+  // arrived (routes that ask for it): `body` then holds the JSON with "" in
+  // the value's place.
+  std::optional<DecodedB64> decoded_b64;
   std::string request_id;
   // The tenant the request authenticated as (server/auth.h writes it, the
   // session's log line reads it): shared, so it outlives a moved request.
@@ -43,14 +58,17 @@ struct HttpRequest {
   HttpRequest& operator=(const HttpRequest&) = default;
   ~HttpRequest() {
     if (recycler && !body.empty()) recycler->recycle(std::move(body));
+    if (recycler && decoded_b64 && !decoded_b64->bytes.empty()) recycler->recycle(std::move(decoded_b64->bytes));
   }
 
   // Moves the body out, shared read-only (tensors parsed from it view its
   // bytes): the last owner's release hands the string to `recycler`.
-  std::shared_ptr<const std::string> share_body() {
-    if (!recycler) return std::make_shared<const std::string>(std::move(body));
+  std::shared_ptr<const std::string> share_body() { return share(std::move(body)); }
+  // The same for another of the request's strings (decoded_b64->bytes).
+  std::shared_ptr<const std::string> share(std::string&& str) {
+    if (!recycler) return std::make_shared<const std::string>(std::move(str));
     std::weak_ptr<BodyRecycler> to = recycler;
-    auto owned = std::make_unique<std::string>(std::move(body));
+    auto owned = std::make_unique<std::string>(std::move(str));
     return {owned.release(), [to](const std::string* p) {
               std::unique_ptr<std::string> s(const_cast<std::string*>(
                   p));  // NOLINT(cppcoreguidelines-pro-type-const-cast): ours, made non-const above
@@ -71,6 +89,11 @@ struct BodyView {
   const void* data = nullptr;
   size_t size = 0;
   std::shared_ptr<const void> owner;
+  // When set (and `data` null), the bytes are made as they are sent (a
+  // tensor's base64, api/json_writer.h): fill(at, out, n) writes bytes
+  // [at, at + n) of the view to `out`; `at` is a multiple of kFillAlign.
+  std::function<void(size_t at, char* out, size_t n)> fill;
+  static constexpr size_t kFillAlign = 4;
 };
 
 struct HttpResponse {

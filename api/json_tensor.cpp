@@ -267,6 +267,11 @@ struct InPlaceBody {
   // The top-level "b64" value's text in `body` when it was cut out of the
   // document before parsing (the document then holds "" in its place).
   std::string_view cut;
+  // The top-level "b64" value already decoded as the body arrived
+  // (HttpRequest::decoded_b64; the document holds "" in its place), and
+  // how to share its string.
+  DecodedB64* decoded = nullptr;
+  const BodyShare* share_decoded = nullptr;
 };
 
 // Payloads at least this large are decoded into their own body's memory.
@@ -294,10 +299,11 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
   int64_t numel = checked_numel(shape, what);
   std::string_view text(b64.GetString(), b64.GetStringLength());
   if (text.empty() && !in_place.cut.empty()) text = in_place.cut;
+  DecodedB64* decoded = text.empty() ? in_place.decoded : nullptr;
   size_t want = static_cast<size_t>(numel) * dtype_size(*dtype);
-  size_t got;
+  size_t got = decoded ? decoded->size : 0;
   try {
-    got = base64_decoded_size(text);
+    if (!decoded) got = base64_decoded_size(text);
   } catch (const Error& e) {
     fail(what, "b64: " + e.message());
   }
@@ -315,6 +321,19 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
       }
     }
   };
+  // The string holding the decoded bytes at `at` becomes the tensor's: the
+  // pages past them are given back, and the tensor store keeps this view
+  // instead of copying it.
+  auto adopt = [&](std::string& holder, size_t at, const BodyShare& share) {
+    check_bools(holder.data() + at);
+    const size_t used = at + want;
+    release_pages(holder.data() + used, holder.capacity() - used);
+    std::shared_ptr<const std::string> owner = share();
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): the body is ours; ops never write their inputs
+    auto storage = Storage::wrap(const_cast<char*>(owner->data()) + at, want, owner, want);
+    return Tensor(TensorMeta{*dtype, std::move(shape)}, std::move(storage));
+  };
+  if (decoded) return adopt(decoded->bytes, decoded->offset, *in_place.share_decoded);
   const std::string* body = in_place.body;
   // The text lies in the body when the document was parsed from it in situ.
   const bool in_body = body && std::less_equal<>()(body->data(), text.data()) &&
@@ -330,16 +349,7 @@ Tensor tensor_from_b64(const Value& b64, std::optional<DType> dtype, const Value
     } catch (const Error& e) {
       fail(what, "b64: " + e.message());
     }
-    check_bools(out);
-    // The text's remainder past the bytes is not read again.
-    const size_t used = at + want;
-    release_pages(in_place.body->data() + used, in_place.body->capacity() - used);
-    std::shared_ptr<const std::string> owner = (*in_place.share)();
-    // The owner's resident bytes are the tensor's now (the rest was given
-    // back): the tensor store keeps this view instead of copying it.
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): the body is ours; ops never write their inputs
-    auto storage = Storage::wrap(const_cast<char*>(owner->data()) + at, want, owner, want);
-    return Tensor(TensorMeta{*dtype, std::move(shape)}, std::move(storage));
+    return adopt(*in_place.body, at, *in_place.share);
   }
   Tensor t = Tensor::empty_host(*dtype, std::move(shape));
   try {
@@ -510,6 +520,17 @@ Tensor tensor_from_json_body(std::string& body, const std::string& what, const B
   rapidjson::Document doc;
   parse_json_insitu(body, doc, what);
   return tensor_from_json_impl(doc, what, share ? InPlaceBody{&body, &share, {}} : InPlaceBody{});
+}
+
+Tensor tensor_from_json_request(HttpRequest& req, const std::string& what) {
+  if (!req.decoded_b64) return tensor_from_json_body(req.body, what, [&req] { return req.share_body(); });
+  rapidjson::Document doc;
+  parse_json_insitu(req.body, doc, what);
+  const BodyShare share = [&req] { return req.share(std::move(req.decoded_b64->bytes)); };
+  InPlaceBody in_place;
+  in_place.decoded = &*req.decoded_b64;
+  in_place.share_decoded = &share;
+  return tensor_from_json_impl(doc, what, in_place);
 }
 
 Tensor tensor_from_json_data(const Value& data, DType dtype, const Shape& shape, const std::string& what) {

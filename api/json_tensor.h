@@ -64,6 +64,10 @@ using BodyShare = std::function<std::shared_ptr<const std::string>()>;
 // are given back, and the tensor aliases the body that `share` moves out:
 // an upload's memory peaks at its body's size, not body + tensor.
 Tensor tensor_from_json_body(std::string& body, const std::string& what, const BodyShare& share = {});
+// A request's JSON body as one tensor: the above with req.share_body(), or,
+// when the session decoded the body's "b64" value as it arrived
+// (HttpRequest::decoded_b64), the tensor adopts those bytes.
+Tensor tensor_from_json_request(HttpRequest& req, const std::string& what);
 // Only the "data" value (nested or flat row-major, elements as above) of a
 // tensor whose dtype and shape are known (KServe v2 inputs, API.md 11).
 Tensor tensor_from_json_data(const rapidjson::Value& data, DType dtype, const Shape& shape, const std::string& what);
@@ -74,7 +78,8 @@ template <class Writer>
 void tensor_to_json(const Tensor& t, Writer& w, bool use_b64);
 std::string tensor_to_json_string(const Tensor& t, bool use_b64 = false);
 // The same text as a response body that leaves from the writer's buffer.
-BodyView tensor_to_json_body(const Tensor& t, bool use_b64);
+// Its large b64 values are encoded as the body is sent (api/deferred_b64.h).
+std::vector<BodyView> tensor_to_json_body(const Tensor& t, bool use_b64);
 // Its fields alone (dtype, shape, data or b64), inside an object the
 // caller opened (to add fields of its own, as "replicated").
 template <class Writer>

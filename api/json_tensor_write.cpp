@@ -18,6 +18,7 @@
 #include "api/json_parse.h"
 #include "api/json_writer.h"
 #include "api/mx_wire.h"
+#include "api/deferred_b64.h"
 #include "ops/cpu/huge_pages.h"
 #include "ops/dispatch.h"
 #include "ops/error.h"
@@ -125,11 +126,18 @@ auto& output_stream(Writer& w) {
 }
 
 // `n` bytes as a JSON string of their base64 (no character needs escaping).
+// Under a DeferredB64 scope, a large value's text is left to be encoded as
+// the response is sent (`owner` keeps the bytes alive until then).
 template <class Writer>
-void write_b64_string(Writer& w, const void* data, size_t n) {
+void write_b64_string(Writer& w, const void* data, size_t n, const std::shared_ptr<const void>& owner) {
   static const char kQuote = '"';
   w.RawValue(&kQuote, 1, rapidjson::kStringType);  // the separator and the opening quote
   auto& os = output_stream(w);
+  if (DeferredB64* deferred = DeferredB64::current(); deferred && owner && n >= DeferredB64::kMinBytes) {
+    deferred->add(os.GetSize(), data, n, owner);
+    os.Put('"');
+    return;
+  }
   const size_t len = base64_encoded_size(n);
   os.Reserve(len + 1 + 256);  // room for the closing text without regrowing
   char* p = os.Push(len + 1);
@@ -168,7 +176,7 @@ void tensor_fields_to_json(const Tensor& t, Writer& w, bool use_b64) {
   w.EndArray();
   if (use_b64) {
     w.Key("b64");
-    write_b64_string(w, t.data(), t.nbytes());
+    write_b64_string(w, t.data(), t.nbytes(), t.storage());
   } else {
     w.Key("data");
     tensor_data_to_json(t, w);
@@ -182,11 +190,12 @@ void tensor_to_json(const Tensor& t, Writer& w, bool use_b64) {
   w.EndObject();
 }
 
-BodyView tensor_to_json_body(const Tensor& t, bool use_b64) {
+std::vector<BodyView> tensor_to_json_body(const Tensor& t, bool use_b64) {
+  DeferredB64 deferred;
   auto sb = std::make_shared<rapidjson::StringBuffer>();
   JsonWriter w(*sb);
   tensor_to_json(t, w, use_b64);
-  return json_body(std::move(sb));
+  return deferred.body(sb);
 }
 
 std::string tensor_to_json_string(const Tensor& t, bool use_b64) {

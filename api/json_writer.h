@@ -33,11 +33,11 @@ inline std::string json_text(const rapidjson::StringBuffer& sb) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-// The writer's buffer as a response body (HttpResponse::views): a large
-// text (a tensor's b64) leaves from the buffer it was written into, not
-// from a copy of it in a string.
+// The writer's buffer as a response body (HttpResponse::views): the text
+// leaves from the buffer it was written into, not from a copy of it in a
+// string.
 inline BodyView json_body(std::shared_ptr<rapidjson::StringBuffer> sb) {
-  BodyView v{sb->GetString(), sb->GetSize(), nullptr};
+  BodyView v{sb->GetString(), sb->GetSize(), nullptr, {}};
   v.owner = std::move(sb);
   return v;
 }

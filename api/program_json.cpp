@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "api/deferred_b64.h"
 #include "api/json_parse.h"
 #include "api/json_tensor.h"
 #include "api/json_writer.h"
@@ -414,10 +415,11 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-BodyView job_result_to_json_body(const JobResult& r, bool use_b64) {
+std::vector<BodyView> job_result_to_json_body(const JobResult& r, bool use_b64) {
+  DeferredB64 deferred;
   auto sb = std::make_shared<rapidjson::StringBuffer>();
   write_job_result(*sb, r, true, use_b64);
-  return json_body(std::move(sb));
+  return deferred.body(sb);
 }
 
 std::string job_accepted_to_json(const std::string& id) {

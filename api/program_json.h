@@ -42,7 +42,7 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
 std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use_b64);
 // The same text with the tensors inline, as a response body that leaves
 // from the writer's buffer (a large b64 output is not copied again).
-BodyView job_result_to_json_body(const JobResult& r, bool use_b64);
+std::vector<BodyView> job_result_to_json_body(const JobResult& r, bool use_b64);
 
 // POST /v1/jobs' 202: {"id", "state": "queued"}.
 std::string job_accepted_to_json(const std::string& id);

@@ -20,7 +20,7 @@ HttpResponse safetensors_response(const std::vector<std::pair<std::string, Tenso
   r.content_type = "application/vnd.safetensors";
   r.body = std::move(parts.header);
   for (const Tensor& t : parts.data) {
-    if (t.nbytes()) r.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
+    if (t.nbytes()) r.views.push_back(BodyView{t.data(), t.nbytes(), t.storage(), {}});
   }
   return r;
 }

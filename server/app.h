@@ -51,8 +51,9 @@ std::shared_ptr<Router> build_router(AppContext& app);
 // Registers a handler that may block (waits on a job, encodes a large
 // tensor): it runs on the handler pool, not on an io thread
 // (Router::add_offloaded: an asynchronous route answered by its return).
-inline void add_offloaded(Router& r, std::string method, const std::string& tmpl, Handler h) {
-  r.add_offloaded(std::move(method), tmpl, std::move(h));
+inline void add_offloaded(Router& r, std::string method, const std::string& tmpl, Handler h,
+                          JsonBody json_body = JsonBody::kText) {
+  r.add_offloaded(std::move(method), tmpl, std::move(h), json_body);
 }
 
 // Answers an asynchronous /v1/run or replay from its job's end (call it in

@@ -191,76 +191,6 @@ void HttpSession::on_continue_sent(beast::error_code ec, std::size_t) {
   do_read_body();
 }
 
-void HttpSession::do_read_body() {
-  const auto& len = parser_->content_length();
-  // A large body of known length is read straight from the socket into its
-  // final string (read_body_direct), not through Beast's read buffer.
-  if (len && *len >= kDirectBodyBytes && *len <= state_->options.max_body_bytes) {
-    return start_body_direct(static_cast<size_t>(*len));
-  }
-  // Beast sizes each read by the buffer's free capacity (at least 512
-  // bytes, at most 64 KiB): the header read leaves it small, so a large
-  // body came in 512-byte pieces, each an async round trip and a timer
-  // syscall (a 256 MiB PUT took 3.7 s against 0.17 s on the wire).
-  if (len && *len > kBodyBufferBytes && buffer_.capacity() < kBodyBufferBytes) buffer_.reserve(kBodyBufferBytes);
-  rearm_body_timer();
-  http::async_read_some(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-    self->on_read_body(ec, n);
-  });
-}
-
-void HttpSession::rearm_body_timer() {
-  // header_timeout is the inactivity limit while the body streams in, so a
-  // large upload on a slow link is fine and a stalled one is not. Re-armed
-  // at most every kTimerRearm (a timerfd syscall per piece cost 19%).
-  const auto now = std::chrono::steady_clock::now();
-  if (now - body_timer_armed_ >= kTimerRearm) {
-    stream_->expires_after(state_->options.header_timeout);
-    body_timer_armed_ = now;
-  }
-}
-
-void HttpSession::start_body_direct(size_t len) {
-  // The string comes from the body pool: a released body's, its pages
-  // already resident, when one fits; else fresh and advised huge pages
-  // (one fault per 2 MiB, body_pool.h). Beast would read the body into its
-  // own buffer first and copy it from there, 64 KiB at a time.
-  direct_body_ = state_->bodies->take(len);
-  direct_body_.resize(len);
-  // The body's first bytes may have come in with the header.
-  const size_t have = std::min(buffer_.size(), len);
-  net::buffer_copy(net::buffer(direct_body_.data(), have), buffer_.data());
-  buffer_.consume(have);
-  direct_got_ = have;
-  read_body_direct();
-}
-
-void HttpSession::read_body_direct() {
-  if (direct_got_ == direct_body_.size()) {
-    parser_->get().body() = std::move(direct_body_);
-    direct_body_ = {};
-    return handle_request();
-  }
-  rearm_body_timer();
-  stream_->async_read_some(net::buffer(direct_body_.data() + direct_got_, direct_body_.size() - direct_got_),
-                           [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                             if (ec) {
-                               // Stopped short: its memory goes back for the next upload.
-                               self->state_->bodies->recycle(std::move(self->direct_body_));
-                               self->direct_body_ = {};
-                               return self->on_read_error(ec);
-                             }
-                             self->direct_got_ += n;
-                             self->read_body_direct();
-                           });
-}
-
-void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
-  if (ec) return on_read_error(ec);
-  if (parser_->is_done()) return handle_request();
-  do_read_body();
-}
-
 void HttpSession::on_read_error(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     if (request_id_.empty()) {
@@ -313,7 +243,9 @@ void HttpSession::handle_request() {
   req.recycler = state_->bodies;
   req.request_id = request_id_;
   caller_ = req.caller;
-  bytes_in_ = req.body.size();
+  req.decoded_b64 = std::move(decoded_b64_);
+  decoded_b64_.reset();
+  bytes_in_ = req.decoded_b64 ? streamed_bytes_ : req.body.size();
 
   const bool client_keep_alive = msg.keep_alive();
   // The route, matched once; a bad target matches nothing and call_handler

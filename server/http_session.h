@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "api/http_types.h"
+#include "api/json_b64_stream.h"
 #include "server/beast.h"
 #include "server/parts_body.h"
 #include "server/reply_sink.h"
@@ -57,6 +58,10 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // then handled as if Beast had read it.
   void start_body_direct(size_t len);
   void read_body_direct();
+  // The same through b64_stream_ when the route decodes a JSON body's
+  // "b64" value as it arrives (JsonBody::kDecodeB64, not safetensors).
+  bool decodes_b64_body() const;
+  void read_body_stream();
   // A read failed: answer 400/413 when it was the request's fault, else close.
   void on_read_error(beast::error_code ec);
 
@@ -100,6 +105,9 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   static constexpr size_t kDirectBodyBytes = size_t{4} << 20;
   std::string direct_body_;  // a body being read directly, and how much of it has come
   size_t direct_got_ = 0;
+  std::optional<JsonB64Stream> b64_stream_;  // a body being decoded as it comes
+  std::optional<DecodedB64> decoded_b64_;    // what it decoded, for handle_request
+  size_t streamed_bytes_ = 0;                // and the body's length
 
   // In an optional so that move_to_lane can rebuild it on another executor
   // (a Beast stream cannot be reassigned).

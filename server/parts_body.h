@@ -4,6 +4,7 @@
 // copy into a body string. Include from server/*.cpp only (server/beast.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,10 +32,15 @@ struct PartsBody {
     return n;
   }
 
-  // Hands the whole body to the serializer as one buffer sequence.
+  // Hands the body to the serializer as buffer sequences: the head and
+  // every plain view at once; a view made as it is sent (BodyView::fill),
+  // a scratch buffer of it at a time (Beast asks for the next sequence once
+  // the last is written).
   class writer {
    public:
     using const_buffers_type = std::vector<net::const_buffer>;
+    static constexpr size_t kScratchBytes = size_t{512} << 10;  // a multiple of BodyView::kFillAlign
+    static_assert(kScratchBytes % BodyView::kFillAlign == 0);
 
     template <bool isRequest, class Fields>
     writer(const http::header<isRequest, Fields>&, const value_type& v) : v_(v) {}
@@ -43,21 +49,40 @@ struct PartsBody {
 
     boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
       ec = {};
-      if (done_) return boost::none;
-      done_ = true;
       const_buffers_type bufs;
-      bufs.reserve(1 + v_.views.size());
-      if (!v_.head.empty()) bufs.emplace_back(v_.head.data(), v_.head.size());
-      for (const auto& p : v_.views) {
-        if (p.size) bufs.emplace_back(p.data, p.size);
+      if (!head_sent_) {
+        head_sent_ = true;
+        if (!v_.head.empty()) bufs.emplace_back(v_.head.data(), v_.head.size());
+      }
+      while (next_ < v_.views.size()) {
+        const BodyView& p = v_.views[next_];
+        if (!p.fill || p.size == 0) {
+          if (p.size) bufs.emplace_back(p.data, p.size);
+          ++next_;
+          continue;
+        }
+        if (!bufs.empty()) break;  // what came before it goes first
+        const size_t n = std::min(kScratchBytes, p.size - at_);
+        if (scratch_.empty()) scratch_.resize(kScratchBytes);
+        p.fill(at_, scratch_.data(), n);
+        bufs.emplace_back(scratch_.data(), n);
+        at_ += n;
+        if (at_ == p.size) {
+          ++next_;
+          at_ = 0;
+        }
+        break;
       }
       if (bufs.empty()) return boost::none;
-      return std::make_pair(std::move(bufs), false);
+      return std::make_pair(std::move(bufs), next_ < v_.views.size());
     }
 
    private:
     const value_type& v_;
-    bool done_ = false;
+    bool head_sent_ = false;
+    size_t next_ = 0;  // the view to send next
+    size_t at_ = 0;    // how much of it, when it is filled
+    std::string scratch_;
   };
 };
 // NOLINTEND(readability-identifier-naming)

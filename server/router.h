@@ -61,6 +61,11 @@ using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply
 // away), and the session knows only "answer now" and "answer later".
 enum class Dispatch { kInline, kAsync };
 
+// How an offloaded route takes a large JSON body: as its text, or with the
+// top-level "b64" value decoded while the body arrives (the handler reads
+// it with tensor_from_json_request; HttpRequest::decoded_b64).
+enum class JsonBody { kText, kDecodeB64 };
+
 class Router;
 
 // What one request matched (Router::match): the route's handler, the
@@ -72,6 +77,7 @@ class RouteMatch {
   Dispatch dispatch() const { return async_ != nullptr ? Dispatch::kAsync : Dispatch::kInline; }
   // kAsync: a body up to this size starts on the io thread.
   size_t inline_body_bytes() const { return inline_body_; }
+  JsonBody json_body() const { return json_body_; }
   // The template as API.md writes it ("/v1/tensors/{name}"); for a known
   // path with another method the path's first route; "" when no route
   // matches the path.
@@ -93,6 +99,7 @@ class RouteMatch {
   const Handler* handler_ = nullptr;
   const AsyncHandler* async_ = nullptr;
   size_t inline_body_ = 0;
+  JsonBody json_body_ = JsonBody::kText;
   std::string allow_;  // no handler, the path is known: the methods it has (405)
 };
 
@@ -106,7 +113,8 @@ class Router {
   // A handler that may block (waits on a job, decodes or encodes a large
   // tensor): an asynchronous route that runs `h` on the handler pool (the
   // tenant's lane) and answers with what it returns or throws.
-  void add_offloaded(std::string method, const std::string& route_template, Handler h);
+  void add_offloaded(std::string method, const std::string& route_template, Handler h,
+                     JsonBody json_body = JsonBody::kText);
 
   // The route for (method, path): the first in precedence order with this
   // method; HEAD without a HEAD route takes the GET route (the session
@@ -129,6 +137,7 @@ class Router {
     Handler handler;         // kInline
     AsyncHandler async;      // kAsync
     size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
+    JsonBody json_body = JsonBody::kText;
     size_t literal_chars = 0;
     int params = 0;
     bool greedy = false;

@@ -80,7 +80,7 @@ void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, std::strin
                     resp.content_type = "application/octet-stream";
                     resp.headers.emplace_back("Inference-Header-Content-Length", std::to_string(kr.header.size()));
                     for (const Tensor& t : kr.binary) {
-                      if (t.nbytes()) resp.views.push_back(BodyView{t.data(), t.nbytes(), t.storage()});
+                      if (t.nbytes()) resp.views.push_back(BodyView{t.data(), t.nbytes(), t.storage(), {}});
                     }
                   }
                   resp.body = std::move(kr.header);

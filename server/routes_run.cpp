@@ -94,7 +94,7 @@ void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safeten
     if (safetensors)
       return safetensors_response(reply_tensors(*res), {{"response", job_result_to_json(*res, false, false)}});
     HttpResponse resp;
-    resp.views.push_back(job_result_to_json_body(*res, b64));
+    resp.views = job_result_to_json_body(*res, b64);
     return resp;
   });
 }

@@ -31,7 +31,7 @@ Tensor tensor_from_body(HttpRequest& req) {
     }
     return f.tensors[0].second;
   }
-  return tensor_from_json_body(req.body, "body", [&req] { return req.share_body(); });
+  return tensor_from_json_request(req, "body");
 }
 
 bool use_b64(const HttpRequest& req) {
@@ -41,17 +41,20 @@ bool use_b64(const HttpRequest& req) {
 }  // namespace
 
 void add_tensor_routes(Router& r, AppContext& app) {
-  add_offloaded(r, "PUT", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    const std::string name = req.params.at("name");
-    validate_tensor_name(name);
-    Tensor t = tensor_from_body(req);
-    bool created = tenant.store.put(name, t);
-    HttpResponse resp =
-        json_response(created ? 201 : 200, stored_info_to_json({name, t.meta(), static_cast<int64_t>(t.nbytes())}));
-    if (created) resp.headers.emplace_back("Location", "/v1/tensors/" + name);
-    return resp;
-  });
+  add_offloaded(
+      r, "PUT", "/v1/tensors/{name...}",
+      [&app](HttpRequest& req) {
+        Tenant& tenant = authenticate(req, *app.tenants);
+        const std::string name = req.params.at("name");
+        validate_tensor_name(name);
+        Tensor t = tensor_from_body(req);
+        bool created = tenant.store.put(name, t);
+        HttpResponse resp =
+            json_response(created ? 201 : 200, stored_info_to_json({name, t.meta(), static_cast<int64_t>(t.nbytes())}));
+        if (created) resp.headers.emplace_back("Location", "/v1/tensors/" + name);
+        return resp;
+      },
+      JsonBody::kDecodeB64);
 
   auto fetch = [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
@@ -66,7 +69,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
     if (wants_safetensors(req)) return safetensors_response({{req.params.at("name"), t}}, {});
     HttpResponse resp;
-    resp.views.push_back(tensor_to_json_body(t, use_b64(req)));
+    resp.views = tensor_to_json_body(t, use_b64(req));
     return resp;
   });
 

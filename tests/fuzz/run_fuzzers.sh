@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-25}
 JOBS=${2:-2}
 shift 2 2>/dev/null || shift $#
-TARGETS=${*:-json_tensor safetensors program config http}
+TARGETS=${*:-json_tensor json_b64_stream safetensors program config http}
 OUT=build-fuzz/fuzz
 
 # UBSan findings abort (the preset also compiles with -fno-sanitize-recover);

@@ -257,7 +257,11 @@ class _Body:
         return self.total
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self.parts)
+        for p in self.parts:
+            if isinstance(p, _jsonbody.RawB64):
+                yield from p.chunks()  # encoded as it is sent
+            else:
+                yield p
 
 
 def _parts_body(parts: Sequence[Any], total: int) -> Any:

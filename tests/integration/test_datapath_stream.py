@@ -1,0 +1,132 @@
+"""A JSON body's "b64" value decoded while the body arrives (issue 14,
+api/json_b64_stream.h): in any pieces, in any key order, through the exact
+fallback (an escape, a bad character), and when the client stops or stalls
+inside the value: nothing stored, the tenant's memory where it was, the
+server still serving."""
+
+import base64
+import json
+import socket
+import time
+
+import numpy as np
+import requests
+
+import tensord
+from conftest import Server, _stop_and_check
+from test_datapath import listed, memory, put_head, safetensors_body, settle, stall
+
+
+def b64_body(arr, order=("dtype", "shape", "b64")):
+    fields = {"dtype": '"float32"', "shape": json.dumps(list(arr.shape)),
+              "b64": '"' + base64.b64encode(arr.tobytes()).decode() + '"'}
+    return ("{" + ", ".join('"%s": %s' % (k, fields[k]) for k in order) + "}").encode()
+
+
+def send_in_pieces(s, path, body, piece, pause=0.0):
+    """PUTs `body` over a raw socket in `piece`-byte writes; returns (status, json)."""
+    k = socket.create_connection((s.host, s.port), timeout=30)
+    try:
+        k.sendall(put_head(path, len(body), "application/json"))
+        for i in range(0, len(body), piece):
+            k.sendall(body[i:i + piece])
+            if pause:
+                time.sleep(pause)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = k.recv(65536)
+            assert chunk, got
+            got += chunk
+        head, rest = got.split(b"\r\n\r\n", 1)
+        length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+        while len(rest) < length:
+            rest += k.recv(65536)
+        return int(head.split()[1]), json.loads(rest)
+    finally:
+        k.close()
+
+
+def test_values_decoded_in_any_pieces_and_any_order():
+    s = Server([], name="datapath-stream")
+    try:
+        c = tensord.Client(s.url)
+        rng = np.random.default_rng(3)
+        arr = rng.standard_normal((3, 700001)).astype(np.float32)  # 8.4 MB, not a multiple of 3 bytes per group
+        # The value first, the dtype and shape after it; odd pieces with pauses.
+        status, out = send_in_pieces(s, "/v1/tensors/late", b64_body(arr, ("b64", "shape", "dtype")), 1 << 19 | 7,
+                                     pause=0.002)
+        assert status == 201, out
+        assert out["shape"] == [3, 700001]
+        np.testing.assert_array_equal(c.get("late"), arr)
+        assert memory(s.url) == arr.nbytes
+
+        # An escaped '/' ("\\/") is legal JSON: the exact fallback decodes it.
+        text = b64_body(arr)
+        slash = text.index(b"/", 100)
+        escaped = text[:slash] + b"\\" + text[slash:]
+        r = requests.put(s.url + "/v1/tensors/esc", data=escaped, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 201, r.text
+        np.testing.assert_array_equal(c.get("esc"), arr)
+
+        # A bad character in the middle: the same 400 as a body read whole.
+        bad = text[: len(text) // 2] + b"!" + text[len(text) // 2 + 1:]
+        r = requests.put(s.url + "/v1/tensors/bad", data=bad, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 400, r.text
+        msg = r.json()["error"]["message"]
+        assert "invalid base64: '!' at offset %d" % (len(text) // 2 - text.index(b'"b64": "') - 8) in msg, msg
+
+        # Too few bytes for the shape: 400 naming both sizes.
+        short = b64_body(arr[:, :-1]).replace(b"[3, 700000]", b"[3, 700001]")
+        r = requests.put(s.url + "/v1/tensors/short", data=short, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 400 and "needs %d" % arr.nbytes in r.json()["error"]["message"], r.text
+
+        # The same route with a safetensors body is not touched by the decoder.
+        r = requests.put(s.url + "/v1/tensors/st", data=safetensors_body(arr),
+                         headers={"Content-Type": "application/vnd.safetensors"}, timeout=60)
+        assert r.status_code == 201, r.text
+        np.testing.assert_array_equal(c.get("st"), arr)
+        assert sorted(t["name"] for t in listed(s.url)) == ["esc", "late", "st"]
+        assert settle(s.url, 3 * arr.nbytes) == 3 * arr.nbytes
+    finally:
+        _stop_and_check(s)
+
+
+def test_a_client_that_stops_inside_the_value_leaves_nothing():
+    s = Server(["--io-timeout", "2"], name="datapath-stream-short")
+    try:
+        c = tensord.Client(s.url)
+        c.put("keep", np.ones(4, np.float32))
+        base = memory(s.url)
+        arr = np.arange(3 << 20, dtype=np.float32)  # 12 MiB
+        body = b64_body(arr)
+
+        # 1. Closed mid-value.
+        k = socket.create_connection((s.host, s.port), timeout=10)
+        k.sendall(put_head("/v1/tensors/cut", len(body), "application/json") + body[: len(body) // 2])
+        k.close()
+
+        # 2. Content-Length promises more than arrives, the client stalls in
+        #    the value: closed by the io timeout, not answered.
+        got, waited = stall(s, put_head("/v1/tensors/stall", len(body) + 1000, "application/json") + body[:-2])
+        assert got == b"", got[:200]
+        assert 1.0 <= waited < 6, waited
+
+        # 3. The body ends inside the value (Content-Length honest): 400.
+        cut = body[: len(body) // 2]
+        r = requests.put(s.url + "/v1/tensors/open", data=cut, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
+
+        assert [t["name"] for t in listed(s.url)] == ["keep"]
+        assert settle(s.url, base) == base
+        assert s.alive()
+        r = requests.put(s.url + "/v1/tensors/whole", data=body, headers={"Content-Type": "application/json"},
+                         timeout=60)
+        assert r.status_code == 201, r.text
+        np.testing.assert_array_equal(c.get("whole"), arr)
+        assert settle(s.url, base + arr.nbytes) == base + arr.nbytes
+    finally:
+        _stop_and_check(s)

@@ -146,9 +146,14 @@ void JsonB64Stream::decode_window(bool last) {
     return;
   }
   if (last) return fall_back();  // the body ends inside the value
-  // Whole groups; one ending in '=' waits to see whether the value ends.
+  // Whole groups without padding; a group holding '=' waits to see whether
+  // the value ends with it, and characters after it mean it does not.
   size_t groups = used / 4 * 4;
-  if (groups > 0 && w[groups - 1] == '=') groups -= 4;
+  if (const void* eq = std::memchr(w, '=', used)) {
+    const size_t padded = static_cast<size_t>(static_cast<const char*>(eq) - w) / 4 * 4;
+    if (used - padded > 4) return fall_back();
+    groups = padded;
+  }
   if (!decode(std::string_view(w, groups), out_, out_at_ + out_used_, &got)) return fall_back();
   out_used_ += got;
   std::memmove(window_.data(), w + groups, used - groups);

@@ -109,6 +109,7 @@ TEST(JsonB64Stream, AnythingElseComesBackAsTheWholeText) {
       "{\"b64\": \"" + good.substr(0, 100) + "\\/" + good + "\"}",    // an escape
       "{\"b64\": \"" + good.substr(0, 1000) + "!" + good + "\"}",     // a bad character
       "{\"b64\": \"" + good.substr(0, 1000) + "AA==" + good + "\"}",  // padding inside
+      "{\"b64\": \"AQI=DBA=\"}",                                      // padding inside, in pieces (found by the fuzzer)
       "{\"b64\": \"" + good.substr(0, 1001) + "\"}",                  // a length not a multiple of 4
       "{\"b64\": \"" + good.substr(0, 998) + "AB==\"}",               // non-zero bits before the padding
       "{\"b64\": \"" + good,                                          // ends inside the value

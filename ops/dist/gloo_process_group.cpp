@@ -8,6 +8,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -322,6 +323,16 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   const int R = size();
   const int me = rank();
 
+  // Once the group is aborted, whatever Gloo throws is the abort: its
+  // connections were closed under it (a post may then fail in Gloo's own
+  // checks, "epoll_ctl: Bad file descriptor", seen in CI).
+  const auto if_aborted = [&] {
+    if (const std::string why = aborted(); !why.empty()) {
+      break_group(what + " was aborted");
+      throw Error(ErrorCode::kCancelled, what + " was aborted: " + why);
+    }
+  };
+
   // Every rank's fingerprint, checked alike on every rank.
   std::vector<Fingerprint> fps;
   try {
@@ -329,6 +340,13 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   } catch (const ExchangeAborted&) {
     break_group(what + " was aborted");
     throw Error(ErrorCode::kCancelled, what + " was aborted: " + aborted());
+  } catch (const gloo::EnforceNotMet& e) {
+    if_aborted();
+    break_group(what + " failed");
+    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
+  } catch (const gloo::Exception& e) {
+    if_aborted();
+    throw;
   } catch (const MissingRanks& m) {
     std::string ranks;
     for (int r : m.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(global_ranks()[static_cast<size_t>(r)]);
@@ -501,6 +519,7 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
       }
     }
   } catch (const gloo::IoException& e) {
+    if_aborted();
     const std::string msg = e.what();
     break_group(what + " failed");
     if (msg.find("Timed out") != std::string::npos) {
@@ -509,6 +528,11 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
     }
     throw Error(ErrorCode::kUnavailable, what + " failed: " + msg);
   } catch (const gloo::Exception& e) {
+    if_aborted();
+    break_group(what + " failed");
+    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
+  } catch (const gloo::EnforceNotMet& e) {
+    if_aborted();
     break_group(what + " failed");
     throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
   }

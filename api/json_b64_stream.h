@@ -40,6 +40,7 @@ class JsonB64Stream {
   void commit(size_t n);
   bool done() const { return received_ == length_; }
   size_t length() const { return length_; }
+  size_t received() const { return received_; }
 
   // Once done(): whether the value was decoded. The JSON text: the body
   // with the value's characters removed ("b64": "") when decoded(), else

@@ -62,6 +62,20 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // "b64" value as it arrives (JsonBody::kDecodeB64, not safetensors).
   bool decodes_b64_body() const;
   void read_body_stream();
+  // SO_RCVLOWAT while a large body is read (see the definition).
+  void set_low_water(size_t left);
+  static constexpr size_t kLowWaterBytes = size_t{256} << 10;
+  static constexpr std::chrono::microseconds kLowWaterPace{100'000};
+  int low_water_ = 1;     // the socket's mark now
+  size_t last_read_ = 0;  // what the body's last read brought, and when it was asked for
+  std::chrono::steady_clock::time_point last_read_at_{};
+  // While a large body is read: drops the mark to 1 when no read has
+  // completed for kLowWaterWatch.
+  void watch_low_water(bool on);
+  static constexpr std::chrono::milliseconds kLowWaterWatch{200};
+  std::optional<net::steady_timer> low_water_timer_;
+  bool watching_body_ = false;
+  uint64_t body_reads_ = 0;
   // A read failed: answer 400/413 when it was the request's fault, else close.
   void on_read_error(beast::error_code ec);
 

@@ -58,6 +58,8 @@ bool HttpSession::decodes_b64_body() const {
 }
 
 void HttpSession::start_body_direct(size_t len) {
+  last_read_ = 0;
+  watch_low_water(true);
   // The string comes from the body pool: a released body's, its pages
   // already resident, when one fits; else fresh and advised huge pages
   // (one fault per 2 MiB, body_pool.h). Beast would read the body into its
@@ -82,22 +84,78 @@ void HttpSession::start_body_direct(size_t len) {
   read_body_direct();
 }
 
+void HttpSession::set_low_water(size_t left) {
+  // The reader wakes once this much has come (or the peer closed), not for
+  // every segment: a large body read on loopback spent 26% of the server's
+  // time in wake-ups and context switches. The mark is what the client sent
+  // in the last kLowWaterPace at the pace of the last read, so a slow
+  // client still wakes the reader often and its progress re-arms the body
+  // timer; at most kLowWaterBytes and what is left (the body's last bytes
+  // must wake it); 1, the default, for a body's first read and again
+  // between requests.
+  const auto now = std::chrono::steady_clock::now();
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(now - last_read_at_).count();
+  last_read_at_ = now;
+  const size_t pace = last_read_ == 0 ? 1
+                                      : static_cast<size_t>(static_cast<double>(last_read_) *
+                                                            static_cast<double>(kLowWaterPace.count()) /
+                                                            static_cast<double>(std::max<int64_t>(took, 1)));
+  const int want = static_cast<int>(std::max<size_t>(std::min({kLowWaterBytes, left, pace}), 1));
+  if (want == low_water_) return;
+  beast::error_code ec;
+  stream_->socket().set_option(net::socket_base::receive_low_watermark(want), ec);
+  if (!ec) low_water_ = want;
+}
+
+void HttpSession::watch_low_water(bool on) {
+  // A client that slows down after a fast start would leave the reader
+  // waiting for a mark set at the fast pace (and its body timer would close
+  // a connection that is still moving): a read that has not completed for
+  // kLowWaterWatch gets a mark of 1, so whatever has come wakes it. One
+  // timer for the whole body, not one per read (a timer syscall per read
+  // cost 19% before, see rearm_body_timer).
+  watching_body_ = on;
+  if (!on) {
+    if (low_water_timer_) low_water_timer_->cancel();
+    return;
+  }
+  if (!low_water_timer_ || low_water_timer_->get_executor() != stream_->get_executor()) {
+    low_water_timer_.emplace(stream_->get_executor());
+  }
+  low_water_timer_->expires_after(kLowWaterWatch);
+  low_water_timer_->async_wait([self = shared_from_this(), seen = body_reads_](beast::error_code ec) {
+    if (ec || !self->watching_body_) return;
+    if (self->body_reads_ == seen && self->low_water_ > 1) {
+      beast::error_code sec;
+      self->stream_->socket().set_option(net::socket_base::receive_low_watermark(1), sec);
+      if (!sec) self->low_water_ = 1;
+    }
+    self->watch_low_water(true);
+  });
+}
+
 void HttpSession::read_body_direct() {
   if (direct_got_ == direct_body_.size()) {
+    watch_low_water(false);
+    set_low_water(1);
     parser_->get().body() = std::move(direct_body_);
     direct_body_ = {};
     return handle_request();
   }
+  set_low_water(direct_body_.size() - direct_got_);
   rearm_body_timer();
   stream_->async_read_some(net::buffer(direct_body_.data() + direct_got_, direct_body_.size() - direct_got_),
                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                              if (ec) {
+                               self->watch_low_water(false);
                                // Stopped short: its memory goes back for the next upload.
                                self->state_->bodies->recycle(std::move(self->direct_body_));
                                self->direct_body_ = {};
                                return self->on_read_error(ec);
                              }
                              self->direct_got_ += n;
+                             self->last_read_ = n;
+                             ++self->body_reads_;
                              self->read_body_direct();
                            });
 }
@@ -105,6 +163,8 @@ void HttpSession::read_body_direct() {
 void HttpSession::read_body_stream() {
   JsonB64Stream& in = *b64_stream_;
   if (in.done()) {
+    watch_low_water(false);
+    set_low_water(1);
     parser_->get().body() = in.take_json();
     streamed_bytes_ = in.length();
     if (in.decoded()) {
@@ -118,10 +178,12 @@ void HttpSession::read_body_stream() {
     b64_stream_.reset();
     return handle_request();
   }
+  set_low_water(std::min(in.room(), in.length() - in.received()));
   rearm_body_timer();
   stream_->async_read_some(net::buffer(in.next(), in.room()),
                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                              if (ec) {
+                               self->watch_low_water(false);
                                // Stopped short: what it held goes back for the next upload.
                                self->state_->bodies->recycle(self->b64_stream_->take_out());
                                self->state_->bodies->recycle(self->b64_stream_->take_json());
@@ -129,6 +191,8 @@ void HttpSession::read_body_stream() {
                                return self->on_read_error(ec);
                              }
                              self->b64_stream_->commit(n);
+                             self->last_read_ = n;
+                             ++self->body_reads_;
                              self->read_body_stream();
                            });
 }

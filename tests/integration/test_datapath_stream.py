@@ -130,3 +130,36 @@ def test_a_client_that_stops_inside_the_value_leaves_nothing():
         assert settle(s.url, base + arr.nbytes) == base + arr.nbytes
     finally:
         _stop_and_check(s)
+
+
+def test_a_client_that_slows_down_mid_body_is_not_cut_off():
+    """A large body's reader wakes only once a low-water mark's worth has
+    come (SO_RCVLOWAT, set at the pace of the last read): a client that
+    slows from loopback speed to a trickle must still count as moving (its
+    pieces re-arm the 2 s io timeout), for safetensors and JSON bodies."""
+    s = Server(["--io-timeout", "2"], name="datapath-slow")
+    try:
+        c = tensord.Client(s.url)
+        arr = np.random.default_rng(4).standard_normal(3 << 20).astype(np.float32)  # 12 MiB
+        for name, body, ctype in [("st", safetensors_body(arr), "application/vnd.safetensors"),
+                                  ("js", b64_body(arr), "application/json")]:
+            k = socket.create_connection((s.host, s.port), timeout=30)
+            try:
+                fast = len(body) - (384 << 10)
+                k.sendall(put_head("/v1/tensors/" + name, len(body), ctype) + body[:fast])
+                t0 = time.time()
+                for i in range(fast, len(body), 24 << 10):  # 96 KiB/s for 4 s: twice the io timeout
+                    time.sleep(0.25)
+                    k.sendall(body[i:i + (24 << 10)])
+                took = time.time() - t0
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    chunk = k.recv(65536)
+                    assert chunk, "closed without an answer after %.1f s of trickling" % took
+                    got += chunk
+                assert got.split()[1] == b"201", got[:300]
+            finally:
+                k.close()
+            np.testing.assert_array_equal(c.get(name), arr)
+    finally:
+        _stop_and_check(s)

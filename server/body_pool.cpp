@@ -39,6 +39,18 @@ size_t BodyPool::default_capacity() {
 }
 
 std::string BodyPool::take(size_t bytes) {
+  std::string s = take_kept(bytes);
+  s.clear();
+  return s;
+}
+
+std::string BodyPool::take_sized(size_t bytes) {
+  std::string s = take_kept(bytes);
+  s.resize(bytes);  // a pooled string's old size: no fill below it
+  return s;
+}
+
+std::string BodyPool::take_kept(size_t bytes) {
   std::string s;
   if (bytes >= kMinBytes) {
     std::lock_guard lock(mu_);
@@ -64,8 +76,7 @@ std::string BodyPool::take(size_t bytes) {
 void BodyPool::recycle(std::string&& s) noexcept {
   const size_t cap = s.capacity();
   if (cap < kMinBytes || cap > capacity_) return;  // freed with `s`
-  std::string keep = std::move(s);
-  keep.clear();  // keeps the capacity and its resident pages
+  std::string keep = std::move(s);                 // its size too (take_sized)
   std::lock_guard lock(mu_);
   while (!free_.empty() && cached_ + cap > capacity_) drop_locked(0);
   cached_ += cap;

@@ -75,8 +75,7 @@ void HttpSession::start_body_direct(size_t len) {
     }
     return read_body_stream();
   }
-  direct_body_ = state_->bodies->take(len);
-  direct_body_.resize(len);
+  direct_body_ = state_->bodies->take_sized(len);  // every byte is read into before it is used
   const size_t have = std::min(buffer_.size(), len);
   net::buffer_copy(net::buffer(direct_body_.data(), have), buffer_.data());
   buffer_.consume(have);

@@ -34,6 +34,31 @@ TEST(BodyPool, AReleasedBodyServesTheNextOneOfItsSize) {
   EXPECT_EQ(pool.cached_bytes(), 0u);
 }
 
+TEST(BodyPool, ASizedTakeKeepsTheOldSizeInsteadOfZeroFilling) {
+  BodyPool pool(64 * kMiB);
+  std::string a = pool.take_sized(8 * kMiB);
+  ASSERT_EQ(a.size(), 8 * kMiB);
+  a.assign(8 * kMiB, 'x');
+  const char* p = a.data();
+  pool.recycle(std::move(a));
+  // Smaller: the pooled string is cut, its bytes left as they were.
+  std::string b = pool.take_sized(6 * kMiB);
+  ASSERT_EQ(b.data(), p);
+  ASSERT_EQ(b.size(), 6 * kMiB);
+  EXPECT_EQ(b[0], 'x');
+  EXPECT_EQ(b[6 * kMiB - 1], 'x');
+  b[0] = 'y';
+  pool.recycle(std::move(b));
+  // Larger than its old size (within its capacity): only the rest is filled.
+  std::string c = pool.take_sized(8 * kMiB);
+  ASSERT_EQ(c.data(), p);
+  EXPECT_EQ(c[0], 'y');
+  EXPECT_EQ(c[6 * kMiB], '\0');
+  pool.recycle(std::move(c));
+  // take() still hands out an empty string.
+  EXPECT_TRUE(pool.take(8 * kMiB).empty());
+}
+
 TEST(BodyPool, SmallStringsAreNotKeptAndTheCapacityHolds) {
   BodyPool pool(20 * kMiB);
   std::string tiny(1000, 'x');

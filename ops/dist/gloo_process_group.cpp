@@ -20,11 +20,13 @@
 #include <gloo/types.h>
 
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "ops/dist/dim_layout.h"
@@ -62,6 +64,24 @@ bool accepts_connections(const std::string& host, int port) {
   }
   freeaddrinfo(res);
   return ok;
+}
+
+// Gloo's TCP pairs write with writev, which raises SIGPIPE on a connection
+// its peer closed (an aborted group's, ProcessGroup::abort): the default
+// action ends the process (a unit test died of it). As under Python, where
+// PyTorch runs Gloo, the signal is ignored and the write fails with EPIPE,
+// which Gloo reports. Only when nobody installed a handler of their own.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction now {};
+    if (sigaction(SIGPIPE, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) {
+      struct sigaction ign {};
+      ign.sa_handler = SIG_IGN;
+      sigemptyset(&ign.sa_mask);
+      sigaction(SIGPIPE, &ign, nullptr);
+    }
+  });
 }
 }  // namespace
 
@@ -113,6 +133,7 @@ std::string GlooProcessGroup::version() {
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, ProcessGroupOptions opts, GlooOptions gloo)
     : ProcessGroup(rank, size, std::move(opts)), gloo_(std::move(gloo)) {
+  ignore_sigpipe();
   TENSORD_CHECK(gloo_.store != nullptr, kInvalidArgument, "gloo group " + name() + ": no rendezvous store");
   TENSORD_CHECK(gloo_.rendezvous_timeout.count() > 0, kInvalidArgument,
                 "gloo group " + name() + ": the rendezvous timeout must be positive");

@@ -43,6 +43,10 @@ struct HttpRequest {
   // arrived (routes that ask for it): `body` then holds the JSON with "" in
   // the value's place.
   std::optional<DecodedB64> decoded_b64;
+  // What the tenant was charged for the body while it was read (tensor
+  // uploads, HttpServer::set_body_accounts): released with the request, or
+  // by the handler just before the stored tensor is charged instead.
+  std::shared_ptr<void> body_charge;
   std::string request_id;
   // The tenant the request authenticated as (server/auth.h writes it, the
   // session's log line reads it): shared, so it outlives a moved request.

@@ -52,8 +52,8 @@ std::shared_ptr<Router> build_router(AppContext& app);
 // tensor): it runs on the handler pool, not on an io thread
 // (Router::add_offloaded: an asynchronous route answered by its return).
 inline void add_offloaded(Router& r, std::string method, const std::string& tmpl, Handler h,
-                          JsonBody json_body = JsonBody::kText) {
-  r.add_offloaded(std::move(method), tmpl, std::move(h), json_body);
+                          BodyKind body_kind = BodyKind::kOther) {
+  r.add_offloaded(std::move(method), tmpl, std::move(h), body_kind);
 }
 
 // Answers an asynchronous /v1/run or replay from its job's end (call it in

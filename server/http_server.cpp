@@ -219,6 +219,19 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
+void HttpServer::set_body_accounts(
+    std::function<std::shared_ptr<MemoryAccount>(std::string_view authorization)> account_of) {
+  if (impl_->ran.load()) throw std::logic_error("HttpServer::set_body_accounts after run");
+  impl_->state->body_account =
+      [account_of = std::move(account_of)](std::string_view authorization) -> std::shared_ptr<MemoryAccount> {
+    try {
+      return account_of(authorization);
+    } catch (...) {
+      return nullptr;  // a bad token: the handler answers 401
+    }
+  };
+}
+
 void HttpServer::set_lanes(const std::map<std::string, Lane>& lanes,
                            std::function<std::string(std::string_view authorization)> lane_of) {
   if (impl_->ran.load()) throw std::logic_error("HttpServer::set_lanes after run");

@@ -17,6 +17,7 @@
 
 namespace tensord {
 
+class MemoryAccount;
 class Router;
 class StreamService;
 
@@ -105,6 +106,15 @@ class HttpServer {
   };
   void set_lanes(const std::map<std::string, Lane>& lanes,
                  std::function<std::string(std::string_view authorization)> lane_of);
+
+  // Tensor uploads (routes registered with JsonBody::kDecodeB64) are
+  // charged to `account_of(Authorization header)` as their bytes arrive (a
+  // safetensors body's bytes, a JSON body's decoded b64), so a tenant's
+  // uploads in flight count against its memory quota with what it stores;
+  // an upload that would pass it is answered 429 quota_exceeded at once,
+  // before the rest of its body is read. The charge is handed to the
+  // request (HttpRequest::body_charge). Call before run().
+  void set_body_accounts(std::function<std::shared_ptr<MemoryAccount>(std::string_view authorization)> account_of);
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

@@ -245,6 +245,7 @@ void HttpSession::handle_request() {
   caller_ = req.caller;
   req.decoded_b64 = std::move(decoded_b64_);
   decoded_b64_.reset();
+  req.body_charge = std::move(body_charge_);
   bytes_in_ = req.decoded_b64 ? streamed_bytes_ : req.body.size();
 
   const bool client_keep_alive = msg.keep_alive();

@@ -22,6 +22,7 @@
 namespace tensord {
 
 class AsyncSessionReply;
+class MemoryAccount;
 class Error;
 class RouteMatch;
 struct ServerState;
@@ -58,10 +59,24 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // then handled as if Beast had read it.
   void start_body_direct(size_t len);
   void read_body_direct();
-  // The same through b64_stream_ when the route decodes a JSON body's
-  // "b64" value as it arrives (JsonBody::kDecodeB64, not safetensors).
-  bool decodes_b64_body() const;
+  // Whether the request's route is a tensor upload (JsonBody::kDecodeB64):
+  // its body is charged to the tenant as it arrives and, when JSON, read
+  // through b64_stream_, which decodes the "b64" value as it comes.
+  bool upload_route() const;
   void read_body_stream();
+  // Charges the tenant's account (body_account_) up to `held` bytes of the
+  // body, in steps of kChargeStep (and all of it when `last`); false when
+  // that passes its quota: the request is answered 429 and closed.
+  bool charge_body(size_t held, bool last);
+  void release_body_charge();
+  void keep_body_charge();  // the finished body's charge to body_charge_
+  // Stops reading a large body: its buffers back to the pool, its charge
+  // released.
+  void drop_body();
+  static constexpr size_t kChargeStep = size_t{1} << 20;
+  std::shared_ptr<MemoryAccount> body_account_;
+  size_t body_charged_ = 0;
+  std::shared_ptr<void> body_charge_;  // the finished body's, for handle_request
   // SO_RCVLOWAT while a large body is read (see the definition).
   void set_low_water(size_t left);
   static constexpr size_t kLowWaterBytes = size_t{256} << 10;

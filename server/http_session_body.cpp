@@ -1,11 +1,13 @@
 // HttpSession's reading of a request body (http_session.h): through
 // Beast's parser for small bodies and those without a Content-Length; with
 // the socket's own reads into the final string for large ones; and, for a
-// route that asks (JsonBody::kDecodeB64), through a JsonB64Stream that
+// route that asks (BodyKind::kTensorUpload), through a JsonB64Stream that
 // decodes the body's "b64" value as it arrives.
 #include <algorithm>
 #include <utility>
 
+#include "ops/error.h"
+#include "ops/memory_account.h"
 #include "server/body_pool.h"
 #include "server/http_session.h"
 #include "server/request_target.h"
@@ -43,15 +45,13 @@ void HttpSession::rearm_body_timer() {
   }
 }
 
-bool HttpSession::decodes_b64_body() const {
+bool HttpSession::upload_route() const {
   const auto& msg = parser_->get();
-  auto type = msg.find(http::field::content_type);
-  if (type != msg.end() && type->value().starts_with("application/vnd.safetensors")) return false;
   try {
     std::string path;
     std::map<std::string, std::string> query;
     parse_target(std::string(msg.target()), path, query);
-    return state_->router->match(std::string(msg.method_string()), path).json_body() == JsonBody::kDecodeB64;
+    return state_->router->match(std::string(msg.method_string()), path).body_kind() == BodyKind::kTensorUpload;
   } catch (...) {
     return false;  // a bad target: handle_request answers it
   }
@@ -60,11 +60,18 @@ bool HttpSession::decodes_b64_body() const {
 void HttpSession::start_body_direct(size_t len) {
   last_read_ = 0;
   watch_low_water(true);
+  const auto& msg = parser_->get();
+  const bool upload = upload_route();
+  body_charged_ = 0;
+  body_account_ = upload && state_->body_account
+                      ? state_->body_account(std::string_view(msg[http::field::authorization]))
+                      : nullptr;
+  const bool safetensors = msg[http::field::content_type].starts_with("application/vnd.safetensors");
   // The string comes from the body pool: a released body's, its pages
   // already resident, when one fits; else fresh and advised huge pages
   // (one fault per 2 MiB, body_pool.h). Beast would read the body into its
   // own buffer first and copy it from there, 64 KiB at a time.
-  if (decodes_b64_body()) {
+  if (upload && !safetensors) {
     // The decoded bytes need 3/4 of the body.
     b64_stream_.emplace(len, state_->bodies->take(len / 4 * 3 + 128));
     // The body's first bytes may have come in with the header.
@@ -133,9 +140,54 @@ void HttpSession::watch_low_water(bool on) {
   });
 }
 
+bool HttpSession::charge_body(size_t held, bool last) {
+  if (!body_account_ || held <= body_charged_ || (!last && held - body_charged_ < kChargeStep)) return true;
+  try {
+    body_account_->charge(static_cast<int64_t>(held - body_charged_));
+    body_charged_ = held;
+    return true;
+  } catch (const Error& e) {
+    // Past the tenant's quota: answered now, the rest of the body unread.
+    drop_body();
+    reply_and_close(Error(e.code(), e.message() + " (an upload counts as its body arrives)"));
+    return false;
+  }
+}
+
+void HttpSession::release_body_charge() {
+  if (body_account_ && body_charged_ > 0) body_account_->release(static_cast<int64_t>(body_charged_));
+  body_account_.reset();
+  body_charged_ = 0;
+}
+
+void HttpSession::keep_body_charge() {
+  if (body_account_ && body_charged_ > 0) {
+    body_charge_ = std::shared_ptr<void>(
+        nullptr, [account = body_account_, n = static_cast<int64_t>(body_charged_)](void*) { account->release(n); });
+  }
+  body_account_.reset();
+  body_charged_ = 0;
+}
+
+void HttpSession::drop_body() {
+  watch_low_water(false);
+  release_body_charge();
+  // What it held goes back for the next upload.
+  if (b64_stream_) {
+    state_->bodies->recycle(b64_stream_->take_out());
+    state_->bodies->recycle(b64_stream_->take_json());
+    b64_stream_.reset();
+  }
+  if (direct_body_.capacity() > 0) state_->bodies->recycle(std::move(direct_body_));
+  direct_body_ = {};
+}
+
 void HttpSession::read_body_direct() {
-  if (direct_got_ == direct_body_.size()) {
+  const bool done = direct_got_ == direct_body_.size();
+  if (!charge_body(direct_got_, done)) return;
+  if (done) {
     watch_low_water(false);
+    keep_body_charge();
     set_low_water(1);
     parser_->get().body() = std::move(direct_body_);
     direct_body_ = {};
@@ -146,10 +198,7 @@ void HttpSession::read_body_direct() {
   stream_->async_read_some(net::buffer(direct_body_.data() + direct_got_, direct_body_.size() - direct_got_),
                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                              if (ec) {
-                               self->watch_low_water(false);
-                               // Stopped short: its memory goes back for the next upload.
-                               self->state_->bodies->recycle(std::move(self->direct_body_));
-                               self->direct_body_ = {};
+                               self->drop_body();  // stopped short
                                return self->on_read_error(ec);
                              }
                              self->direct_got_ += n;
@@ -161,8 +210,10 @@ void HttpSession::read_body_direct() {
 
 void HttpSession::read_body_stream() {
   JsonB64Stream& in = *b64_stream_;
+  if (!charge_body(in.out_size(), in.done())) return;
   if (in.done()) {
     watch_low_water(false);
+    keep_body_charge();
     set_low_water(1);
     parser_->get().body() = in.take_json();
     streamed_bytes_ = in.length();
@@ -182,11 +233,7 @@ void HttpSession::read_body_stream() {
   stream_->async_read_some(net::buffer(in.next(), in.room()),
                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                              if (ec) {
-                               self->watch_low_water(false);
-                               // Stopped short: what it held goes back for the next upload.
-                               self->state_->bodies->recycle(self->b64_stream_->take_out());
-                               self->state_->bodies->recycle(self->b64_stream_->take_json());
-                               self->b64_stream_.reset();
+                               self->drop_body();  // stopped short
                                return self->on_read_error(ec);
                              }
                              self->b64_stream_->commit(n);

@@ -346,6 +346,11 @@ int main(int argc, char** argv) {
         return t ? t->partition : std::string();
       });
     }
+    // A tensor upload counts against its tenant's memory quota as it arrives.
+    server.set_body_accounts([&tenants](std::string_view authorization) -> std::shared_ptr<MemoryAccount> {
+      const Tenant* t = tenant_of(authorization, tenants);
+      return t ? t->account : nullptr;
+    });
     server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
     // The line scripts wait for ends with the URL (they split it off the

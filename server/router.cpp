@@ -40,7 +40,7 @@ void Router::add_async(std::string method, const std::string& route_template, As
   insert(std::move(r), std::move(method), route_template);
 }
 
-void Router::add_offloaded(std::string method, const std::string& route_template, Handler h, JsonBody json_body) {
+void Router::add_offloaded(std::string method, const std::string& route_template, Handler h, BodyKind body_kind) {
   // Started on the io thread whatever the body's size (starting only hands
   // the request to the pool); the handler runs where a heavy answer is
   // built: the tenant's lane or the handler pool. What it throws is
@@ -51,7 +51,7 @@ void Router::add_offloaded(std::string method, const std::string& route_template
     reply->finish(true, [handler, req = std::make_shared<HttpRequest>(std::move(req))] { return (*handler)(*req); });
   };
   r.inline_body = std::numeric_limits<size_t>::max();
-  r.json_body = json_body;
+  r.body_kind = body_kind;
   insert(std::move(r), std::move(method), route_template);
 }
 
@@ -161,7 +161,7 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
       m.handler_ = r.handler ? &r.handler : nullptr;
       m.async_ = r.async ? &r.async : nullptr;
       m.inline_body_ = r.inline_body;
-      m.json_body_ = r.json_body;
+      m.body_kind_ = r.body_kind;
       return m;
     }
     if (path_match == nullptr) path_match = &r;
@@ -180,7 +180,7 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
     m.handler_ = get_match->handler ? &get_match->handler : nullptr;
     m.async_ = get_match->async ? &get_match->async : nullptr;
     m.inline_body_ = get_match->inline_body;
-    m.json_body_ = get_match->json_body;
+    m.body_kind_ = get_match->body_kind;
     return m;
   }
   if (path_match != nullptr) {

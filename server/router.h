@@ -61,10 +61,12 @@ using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply
 // away), and the session knows only "answer now" and "answer later".
 enum class Dispatch { kInline, kAsync };
 
-// How an offloaded route takes a large JSON body: as its text, or with the
-// top-level "b64" value decoded while the body arrives (the handler reads
+// What an offloaded route's body is. kTensorUpload (one tensor to store):
+// a large body is charged to the tenant as it arrives
+// (HttpServer::set_body_accounts, HttpRequest::body_charge) and a JSON
+// body's top-level "b64" value is decoded as it arrives (the handler reads
 // it with tensor_from_json_request; HttpRequest::decoded_b64).
-enum class JsonBody { kText, kDecodeB64 };
+enum class BodyKind { kOther, kTensorUpload };
 
 class Router;
 
@@ -77,7 +79,7 @@ class RouteMatch {
   Dispatch dispatch() const { return async_ != nullptr ? Dispatch::kAsync : Dispatch::kInline; }
   // kAsync: a body up to this size starts on the io thread.
   size_t inline_body_bytes() const { return inline_body_; }
-  JsonBody json_body() const { return json_body_; }
+  BodyKind body_kind() const { return body_kind_; }
   // The template as API.md writes it ("/v1/tensors/{name}"); for a known
   // path with another method the path's first route; "" when no route
   // matches the path.
@@ -99,7 +101,7 @@ class RouteMatch {
   const Handler* handler_ = nullptr;
   const AsyncHandler* async_ = nullptr;
   size_t inline_body_ = 0;
-  JsonBody json_body_ = JsonBody::kText;
+  BodyKind body_kind_ = BodyKind::kOther;
   std::string allow_;  // no handler, the path is known: the methods it has (405)
 };
 
@@ -114,7 +116,7 @@ class Router {
   // tensor): an asynchronous route that runs `h` on the handler pool (the
   // tenant's lane) and answers with what it returns or throws.
   void add_offloaded(std::string method, const std::string& route_template, Handler h,
-                     JsonBody json_body = JsonBody::kText);
+                     BodyKind body_kind = BodyKind::kOther);
 
   // The route for (method, path): the first in precedence order with this
   // method; HEAD without a HEAD route takes the GET route (the session
@@ -137,7 +139,7 @@ class Router {
     Handler handler;         // kInline
     AsyncHandler async;      // kAsync
     size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
-    JsonBody json_body = JsonBody::kText;
+    BodyKind body_kind = BodyKind::kOther;
     size_t literal_chars = 0;
     int params = 0;
     bool greedy = false;

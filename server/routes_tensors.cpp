@@ -44,17 +44,21 @@ void add_tensor_routes(Router& r, AppContext& app) {
   add_offloaded(
       r, "PUT", "/v1/tensors/{name...}",
       [&app](HttpRequest& req) {
+        // The body's charge (HttpRequest::body_charge) ends with the
+        // handler, before its answer, whatever it throws.
+        std::shared_ptr<void> body_charge = std::move(req.body_charge);
         Tenant& tenant = authenticate(req, *app.tenants);
         const std::string name = req.params.at("name");
         validate_tensor_name(name);
         Tensor t = tensor_from_body(req);
+        body_charge.reset();  // the stored tensor is charged instead
         bool created = tenant.store.put(name, t);
         HttpResponse resp =
             json_response(created ? 201 : 200, stored_info_to_json({name, t.meta(), static_cast<int64_t>(t.nbytes())}));
         if (created) resp.headers.emplace_back("Location", "/v1/tensors/" + name);
         return resp;
       },
-      JsonBody::kDecodeB64);
+      BodyKind::kTensorUpload);
 
   auto fetch = [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

@@ -18,6 +18,7 @@ class thread_pool;
 namespace tensord {
 
 class HttpMetrics;
+class MemoryAccount;
 class Router;
 class StreamService;
 
@@ -36,6 +37,9 @@ struct ServerState {
   // names its tenant (HttpSession moves the socket there), or null: the
   // io threads keep it. Null function: no lanes.
   std::function<boost::asio::thread_pool*(std::string_view authorization)> lane_pool;
+  // The memory account an upload's body is charged to while it is read
+  // (HttpServer::set_body_accounts); null function or result: none.
+  std::function<std::shared_ptr<MemoryAccount>(std::string_view authorization)> body_account;
   // Large bodies' memory, reused across uploads (body_pool.h).
   std::shared_ptr<BodyPool> bodies = std::make_shared<BodyPool>(BodyPool::default_capacity());
   // GET /v1/stream upgrades (websocket_session.h); null: no WebSocket.

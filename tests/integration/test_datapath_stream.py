@@ -163,3 +163,78 @@ def test_a_client_that_slows_down_mid_body_is_not_cut_off():
             np.testing.assert_array_equal(c.get(name), arr)
     finally:
         _stop_and_check(s)
+
+
+def test_an_upload_counts_against_the_quota_as_it_arrives():
+    """A tensor upload is charged to its tenant while its body arrives
+    (HttpServer::set_body_accounts): one that would pass the quota is
+    answered 429 quota_exceeded before its body is all sent, for
+    safetensors and JSON alike; nothing stays charged, and an upload that
+    fits is charged once (its stored tensor's bytes)."""
+    import hashlib
+    from test_tenancy import write_config
+    token = "quota-token"
+    cfg = {"partitions": [{"name": "all", "share": 1.0, "workqueue_limit": 2}],
+           "tenants": [{"name": "q", "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+                        "partition": "all", "memory_bytes": 24 << 20}]}
+    s = Server(["--config", write_config(cfg)], name="datapath-quota")
+    auth = {"Authorization": "Bearer " + token}
+
+    def q_memory():
+        from test_graphs import metric_value
+        return metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "q"})
+
+    try:
+        fits = np.random.default_rng(5).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
+        r = requests.put(s.url + "/v1/tensors/fits", data=safetensors_body(fits), timeout=60,
+                         headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
+        assert r.status_code == 201, r.text
+        assert q_memory() == fits.nbytes
+        big = np.ones(3 << 20, np.float32)  # 12 MiB more would pass 24 MiB
+        for body, ctype in [(safetensors_body(big), "application/vnd.safetensors"),
+                            (b64_body(big), "application/json")]:
+            k = socket.create_connection((s.host, s.port), timeout=30)
+            try:
+                head = put_head("/v1/tensors/big", len(body), ctype)
+                head = head[:-2] + b"Authorization: Bearer " + token.encode() + b"\r\n\r\n"
+                k.sendall(head)
+                sent = 0
+                got = b""
+                k.setblocking(False)
+                # Send until the answer comes: it must come before the body ends.
+                while sent < len(body) and b"\r\n\r\n" not in got:
+                    try:
+                        sent += k.send(body[sent:sent + (1 << 20)])
+                    except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                        time.sleep(0.01)
+                    try:
+                        got += k.recv(65536)
+                    except BlockingIOError:
+                        pass
+                k.setblocking(True)
+                while b"\r\n\r\n" not in got:
+                    chunk = k.recv(65536)
+                    assert chunk, "closed without an answer"
+                    got += chunk
+            finally:
+                k.close()
+            assert got.split()[1] == b"429", got[:300]
+            assert b"quota_exceeded" in got, got[:600]
+            assert sent < len(body), "answered only after the whole body (%s)" % ctype
+            assert settle_to(q_memory, fits.nbytes) == fits.nbytes
+        assert requests.get(s.url + "/v1/tensors/big", headers=auth, timeout=10).status_code == 404
+        # Replacing the stored tensor with one of its size still fits (the
+        # body's charge is handed to the stored tensor, not added to it).
+        r = requests.put(s.url + "/v1/tensors/other", data=b64_body(big[: 1 << 20]), timeout=60,
+                         headers=dict(auth, **{"Content-Type": "application/json"}))
+        assert r.status_code == 201, r.text
+        assert settle_to(q_memory, fits.nbytes + (4 << 20)) == fits.nbytes + (4 << 20)
+    finally:
+        _stop_and_check(s)
+
+
+def settle_to(read, want, timeout=5):
+    deadline = time.time() + timeout
+    while time.time() < deadline and read() != want:
+        time.sleep(0.05)
+    return read()

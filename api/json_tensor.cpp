@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "api/base64.h"
+#include "api/json_numbers.h"
 #include "api/json_parse.h"
 #include "api/json_writer.h"
 #include "api/mx_wire.h"
@@ -517,6 +518,8 @@ Tensor tensor_from_json_body(std::string& body, const std::string& what, const B
       return tensor_from_json_impl(doc, what, InPlaceBody{&body, &share, cut});
     }
   }
+  // Plain numbers in "data": parsed straight into the tensor, no DOM.
+  if (std::optional<Tensor> t = numeric_tensor_fast(body)) return std::move(*t);
   rapidjson::Document doc;
   parse_json_insitu(body, doc, what);
   return tensor_from_json_impl(doc, what, share ? InPlaceBody{&body, &share, {}} : InPlaceBody{});

@@ -158,7 +158,7 @@ def test_a_large_json_b64_upload_is_decoded_as_it_arrives():
         assert r.status_code == 201, r.text
         peak = grew / arr.nbytes
         print("peak RSS of a 64 MiB JSON b64 PUT: %.2fx the tensor" % peak)
-        assert peak < 1.15, peak  # was 2.33x (the body, then the tensor), then 1.33x (the body)
+        assert peak < 1.3, peak  # was 2.33x (the body, then the tensor), then 1.33x (the body); ~1.08x (1.18x under ASan)
         assert memory(s.url) == arr.nbytes
         np.testing.assert_array_equal(tensord.Client(s.url).get("b"), arr)
 

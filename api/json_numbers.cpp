@@ -1,0 +1,299 @@
+#include "api/json_numbers.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <rapidjson/document.h>
+
+#include "api/json_parse.h"
+#include "ops/dtype.h"
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+constexpr size_t kMaxRankFast = 16;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// The offset of the quote that ends the string whose text starts at `i`
+// (memchr for quotes; one is escaped when an odd run of backslashes
+// precedes it), or s.size().
+size_t string_end(std::string_view s, size_t i) {
+  while (i < s.size()) {
+    const void* q = std::memchr(s.data() + i, '"', s.size() - i);
+    if (!q) return s.size();
+    const size_t at = static_cast<size_t>(static_cast<const char*>(q) - s.data());
+    size_t slashes = 0;
+    while (at - slashes > i && s[at - slashes - 1] == '\\') ++slashes;
+    if (slashes % 2 == 0) return at;
+    i = at + 1;
+  }
+  return s.size();
+}
+
+// The offset of the value of the top-level object's `key`, or npos.
+size_t top_level_value(std::string_view s, std::string_view key) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n && is_space(s[i])) ++i;
+  if (i == n || s[i] != '{') return std::string_view::npos;
+  ++i;
+  int depth = 1;
+  while (i < n) {
+    const char c = s[i];
+    if (c == '"') {
+      const size_t start = ++i;
+      i = string_end(s, i);
+      if (i >= n) return std::string_view::npos;
+      const bool match = depth == 1 && s.substr(start, i - start) == key;
+      ++i;
+      if (!match) continue;
+      while (i < n && is_space(s[i])) ++i;
+      if (i == n || s[i] != ':') continue;  // the key's name as a value
+      ++i;
+      while (i < n && is_space(s[i])) ++i;
+      return i < n ? i : std::string_view::npos;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if ((c == '}' || c == ']') && --depth == 0) return std::string_view::npos;
+    ++i;
+  }
+  return std::string_view::npos;
+}
+
+// The offset just past the array that starts at `at`, when it holds only
+// numbers, brackets, commas and whitespace; npos otherwise.
+size_t numbers_array_end(std::string_view s, size_t at) {
+  if (at >= s.size() || s[at] != '[') return std::string_view::npos;
+  int depth = 0;
+  for (size_t i = at; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '[') {
+      ++depth;
+    } else if (c == ']') {
+      if (--depth == 0) return i + 1;
+    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' ||
+                 is_space(c))) {
+      return std::string_view::npos;
+    }
+  }
+  return std::string_view::npos;
+}
+
+class Reader {
+ public:
+  Reader(const char* p, const char* end) : p_(p), end_(end) {}
+
+  void skip() {
+    while (p_ < end_ && is_space(*p_)) ++p_;
+  }
+  bool take(char c) {
+    skip();
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  bool peek(char c) {
+    skip();
+    return p_ < end_ && *p_ == c;
+  }
+
+  // A JSON number literal as the DOM path reads it (json_parse.cpp's
+  // RawNumber, then GetDouble): integral literals through int64/uint64,
+  // the rest through from_chars; out of range: false (the DOM path decides).
+  bool number(double* out) {
+    skip();
+    const char* s = p_;
+    const char* q = p_;
+    if (q < end_ && *q == '-') ++q;
+    if (q >= end_) return false;
+    if (*q == '0') {
+      ++q;
+    } else if (*q >= '1' && *q <= '9') {
+      const char* digits = q;
+      while (q < end_ && is_digit(*q)) ++q;
+      // RapidJSON refuses an integer part near DBL_MAX: left to it.
+      if (q - digits > 300) return false;
+    } else {
+      return false;
+    }
+    bool integral = true;
+    if (q < end_ && *q == '.') {
+      integral = false;
+      ++q;
+      if (q >= end_ || !is_digit(*q)) return false;
+      while (q < end_ && is_digit(*q)) ++q;
+    }
+    if (q < end_ && (*q == 'e' || *q == 'E')) {
+      integral = false;
+      ++q;
+      const bool minus = q < end_ && *q == '-';
+      if (q < end_ && (*q == '+' || *q == '-')) ++q;
+      if (q >= end_ || !is_digit(*q)) return false;
+      int exp = 0;
+      while (q < end_ && is_digit(*q)) {
+        exp = std::min(exp * 10 + (*q - '0'), 100000);
+        ++q;
+      }
+      // RapidJSON refuses a positive exponent past ~308 even for a zero
+      // ("0e1010"): left to it.
+      if (!minus && exp > 300) return false;
+    }
+    p_ = q;
+    if (integral) {
+      if (*s == '-') {
+        int64_t i;
+        auto r = std::from_chars(s, q, i);
+        if (r.ec == std::errc() && r.ptr == q) {
+          *out = static_cast<double>(i);
+          return true;
+        }
+      } else {
+        uint64_t u;
+        auto r = std::from_chars(s, q, u);
+        if (r.ec == std::errc() && r.ptr == q) {
+          *out = static_cast<double>(u);
+          return true;
+        }
+      }
+    }
+    auto r = std::from_chars(s, q, *out);
+    return r.ec == std::errc() && r.ptr == q;
+  }
+
+  bool at_end() {
+    skip();
+    return p_ == end_;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+template <class T>
+class Filler {
+ public:
+  Filler(Reader& r, T* out, const Shape& shape) : r_(r), out_(out), shape_(shape) {}
+
+  // `count` numbers separated by commas, then ']' (the '[' was taken).
+  bool flat(int64_t count) {
+    for (int64_t k = 0; k < count; ++k) {
+      if (k > 0 && !r_.take(',')) return false;
+      double d;
+      if (!r_.number(&d)) return false;
+      out_[next_++] = static_cast<T>(d);
+    }
+    return r_.take(']');
+  }
+
+  // Level `d` of nesting along the shape (its '[' was taken).
+  bool nested(size_t d) {
+    const int64_t count = shape_[d];
+    if (d + 1 == shape_.size()) return flat(count);
+    for (int64_t k = 0; k < count; ++k) {
+      if (k > 0 && !r_.take(',')) return false;
+      if (!r_.take('[') || !nested(d + 1)) return false;
+    }
+    return r_.take(']');
+  }
+
+ private:
+  Reader& r_;
+  T* out_;
+  const Shape& shape_;
+  int64_t next_ = 0;
+};
+
+}  // namespace
+
+std::optional<Tensor> numeric_tensor_fast(std::string_view body) {
+  const size_t at = top_level_value(body, "data");
+  const size_t end = numbers_array_end(body, at);
+  if (end == std::string_view::npos) return std::nullopt;
+  // The JSON around the array, with [] in its place.
+  std::string rest;
+  rest.reserve(body.size() - (end - at) + 2);
+  rest.append(body.substr(0, at)).append("[]").append(body.substr(end));
+  rapidjson::Document doc;
+  try {
+    parse_json(rest, doc, "body");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (!doc.IsObject()) return std::nullopt;
+  const rapidjson::Value* dtype_v = nullptr;
+  const rapidjson::Value* shape_v = nullptr;
+  int data_keys = 0;
+  for (const auto& m : doc.GetObject()) {
+    const std::string_view key(m.name.GetString(), m.name.GetStringLength());
+    if (key == "dtype" && !dtype_v) {
+      dtype_v = &m.value;
+    } else if (key == "shape" && !shape_v) {
+      shape_v = &m.value;
+    } else if (key == "data") {
+      ++data_keys;
+    } else if (key != "name") {
+      return std::nullopt;  // "datatype", "b64", a key given twice, an unknown key: the DOM path
+    }
+  }
+  if (!dtype_v || !dtype_v->IsString() || data_keys != 1) return std::nullopt;
+  const std::optional<DType> dtype = dtype_from_name(std::string_view(dtype_v->GetString(), dtype_v->GetStringLength()));
+  if (!dtype || (*dtype != DType::kFloat32 && *dtype != DType::kFloat64)) return std::nullopt;
+
+  Shape shape;
+  bool flat = true;
+  Reader r(body.data() + at, body.data() + end);
+  r.take('[');
+  const bool nested_data = r.peek('[');
+  if (shape_v) {
+    if (!shape_v->IsArray() || shape_v->Size() == 0 || shape_v->Size() > kMaxRankFast) return std::nullopt;
+    for (const auto& d : shape_v->GetArray()) {
+      if (!d.IsInt64() || d.GetInt64() <= 0) return std::nullopt;
+      shape.push_back(d.GetInt64());
+    }
+    flat = !nested_data;
+    if (nested_data && shape.size() == 1) return std::nullopt;
+  } else {
+    if (nested_data) return std::nullopt;  // the shape is read off the nesting: the DOM path
+    shape.push_back(0);
+  }
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d > (int64_t{1} << 40) / numel) return std::nullopt;
+    numel *= d;
+  }
+  // Each number takes a character and a comma: a shape the text cannot
+  // fill is not allocated (the DOM path names the mismatch).
+  const auto chars = static_cast<int64_t>(end - at);
+  if (shape_v && numel > chars / 2 + 1) return std::nullopt;
+  if (!shape_v) {
+    // Flat without a shape: count the commas.
+    int64_t commas = 0;
+    for (size_t i = at; i < end; ++i) commas += body[i] == ',' ? 1 : 0;
+    shape[0] = commas + 1;
+    numel = shape[0];
+  }
+
+  Tensor t = Tensor::empty_host(*dtype, shape);
+  const bool ok = *dtype == DType::kFloat32
+                      ? (flat ? Filler<float>(r, t.data_ptr<float>(), shape).flat(numel)
+                              : Filler<float>(r, t.data_ptr<float>(), shape).nested(0))
+                      : (flat ? Filler<double>(r, t.data_ptr<double>(), shape).flat(numel)
+                              : Filler<double>(r, t.data_ptr<double>(), shape).nested(0));
+  if (!ok || !r.at_end()) return std::nullopt;
+  return t;
+}
+
+}  // namespace tensord

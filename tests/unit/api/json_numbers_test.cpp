@@ -1,0 +1,110 @@
+// numeric_tensor_fast (api/json_numbers.h, issue 14): a JSON tensor's
+// plain-number "data" parsed straight into the tensor gives the tensor the
+// DOM path gives, bit for bit, and leaves everything else to the DOM path.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/json_numbers.h"
+#include "api/json_tensor.h"
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+void expect_same_as_dom(const std::string& body) {
+  std::optional<Tensor> fast = numeric_tensor_fast(body);
+  ASSERT_TRUE(fast.has_value()) << body.substr(0, 200);
+  Tensor dom = tensor_from_json_string(body, "body");
+  ASSERT_EQ(fast->dtype(), dom.dtype());
+  ASSERT_EQ(fast->shape(), dom.shape());
+  EXPECT_EQ(std::memcmp(fast->data(), dom.data(), dom.nbytes()), 0) << body.substr(0, 200);
+}
+
+TEST(JsonNumbers, FlatAndNestedDataMatchTheDomBitForBit) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-1e6, 1e6);
+  for (const char* dtype : {"float32", "float64"}) {
+    std::string flat = "[";
+    for (int i = 0; i < 600; ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, i % 3 == 0 ? "%.17g" : (i % 3 == 1 ? "%.6e" : "%.0f"), u(rng));
+      flat += (i ? ", " : "") + std::string(buf);
+    }
+    flat += "]";
+    expect_same_as_dom(std::string("{\"dtype\": \"") + dtype + "\", \"shape\": [600], \"data\": " + flat + "}");
+    expect_same_as_dom(std::string("{\"data\": ") + flat + ", \"dtype\": \"" + dtype + "\"}");  // shape read off
+    expect_same_as_dom(std::string("{\"name\": \"w\", \"shape\": [20, 30], \"dtype\": \"") + dtype +
+                       "\", \"data\": " + flat + "}");  // flat data, rank 2
+    expect_same_as_dom(std::string("{\"dtype\": \"") + dtype +
+                       "\", \"shape\": [2, 3], \"data\": [[1, -2.5, 3e2], [ -0, 1E-3 ,16777217]]}");
+  }
+  // Literals that take the integer path, or are too big for it.
+  expect_same_as_dom(
+      "{\"dtype\": \"float64\", \"data\": [12345678901234567890, -9223372036854775808, -9223372036854775809, "
+      "123456789012345678901234567890, 0, -0, 0.1, 1.7976931348623157e+300]}");
+  expect_same_as_dom("{\"dtype\": \"float32\", \"data\": [16777217, 16777219, 3.4028235e38, 1e-45]}");
+}
+
+TEST(JsonNumbers, AnythingElseIsLeftToTheDomPath) {
+  for (const char* body : {
+           "{\"dtype\": \"float32\", \"data\": [1, true]}",                  // a bool
+           "{\"dtype\": \"float32\", \"data\": [1, \"nan\"]}",               // a string
+           "{\"dtype\": \"int32\", \"data\": [1, 2]}",                       // another dtype
+           "{\"data\": [1, 2]}",                                             // no dtype
+           "{\"datatype\": \"FP32\", \"data\": [1, 2]}",                     // the alias
+           "{\"dtype\": \"float32\", \"data\": [1, 2], \"b64\": \"\"}",      // both
+           "{\"dtype\": \"float32\", \"data\": [1, 2], \"x\": 1}",           // an unknown key
+           "{\"dtype\": \"float32\", \"dtype\": \"float32\", \"data\": [1]}",  // twice
+           "{\"dtype\": \"float32\", \"shape\": [3], \"data\": [1, 2]}",     // too few
+           "{\"dtype\": \"float32\", \"shape\": [1], \"data\": [1, 2]}",     // too many
+           "{\"dtype\": \"float32\", \"shape\": [2], \"data\": [[1], [2]]}",  // deeper than the shape
+           "{\"dtype\": \"float32\", \"shape\": [2, 1, 1], \"data\": [[1], [2]]}",  // shallower
+           "{\"dtype\": \"float32\", \"data\": [[1], [2]]}",                 // nested, no shape
+           "{\"dtype\": \"float32\", \"shape\": [0], \"data\": []}",         // empty
+           "{\"dtype\": \"float32\", \"data\": []}",
+           "{\"dtype\": \"float32\", \"data\": [1e400]}",                    // overflows
+           "{\"dtype\": \"float64\", \"data\": [1e-400]}",                   // underflows
+           "{\"dtype\": \"float64\", \"data\": [1.5, -0e1010, 0.1]}",        // RapidJSON's "too big" (the fuzzer's)
+           "{\"dtype\": \"float32\", \"data\": [01]}",                       // not JSON numbers
+           "{\"dtype\": \"float32\", \"data\": [+1]}",
+           "{\"dtype\": \"float32\", \"data\": [1.]}",
+           "{\"dtype\": \"float32\", \"data\": [.5]}",
+           "{\"dtype\": \"float32\", \"data\": [1,]}",
+           "{\"dtype\": \"float32\", \"data\": [1 2]}",
+           "{\"dtype\": \"float32\", \"data\": [1]} x",                      // trailing text
+           "{\"dtype\": \"float32\", \"data\": [1]",                         // unclosed
+           "{\"x\": {\"data\": [1]}, \"dtype\": \"float32\"}",               // not at the top level
+           "[{\"dtype\": \"float32\", \"data\": [1]}]",
+       }) {
+    EXPECT_FALSE(numeric_tensor_fast(body).has_value()) << body;
+  }
+}
+
+TEST(JsonNumbers, ABodysErrorsAreStillTheDomPaths) {
+  // tensor_from_json_body takes the fast path where it can; where it
+  // cannot, the message is the one the copying parser gives.
+  for (std::string body : {std::string("{\"dtype\": \"float32\", \"shape\": [3], \"data\": [1, 2]}"),
+                           std::string("{\"dtype\": \"float32\", \"data\": [1e400]}"),
+                           std::string("{\"dtype\": \"float32\", \"data\": [1, 2], \"x\": 1}")}) {
+    std::string copy = body, in_place, copying;
+    try {
+      tensor_from_json_string(body, "body");
+    } catch (const Error& e) {
+      copying = e.message();
+    }
+    try {
+      tensor_from_json_body(copy, "body");
+    } catch (const Error& e) {
+      in_place = e.message();
+    }
+    EXPECT_FALSE(copying.empty()) << body;
+    EXPECT_EQ(in_place, copying) << body;
+  }
+}
+
+}  // namespace
+}  // namespace tensord

@@ -81,8 +81,7 @@ size_t numbers_array_end(std::string_view s, size_t at) {
       ++depth;
     } else if (c == ']') {
       if (--depth == 0) return i + 1;
-    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' ||
-                 is_space(c))) {
+    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' || is_space(c))) {
       return std::string_view::npos;
     }
   }
@@ -249,7 +248,8 @@ std::optional<Tensor> numeric_tensor_fast(std::string_view body) {
     }
   }
   if (!dtype_v || !dtype_v->IsString() || data_keys != 1) return std::nullopt;
-  const std::optional<DType> dtype = dtype_from_name(std::string_view(dtype_v->GetString(), dtype_v->GetStringLength()));
+  const std::optional<DType> dtype =
+      dtype_from_name(std::string_view(dtype_v->GetString(), dtype_v->GetStringLength()));
   if (!dtype || (*dtype != DType::kFloat32 && *dtype != DType::kFloat64)) return std::nullopt;
 
   Shape shape;
@@ -287,11 +287,10 @@ std::optional<Tensor> numeric_tensor_fast(std::string_view body) {
   }
 
   Tensor t = Tensor::empty_host(*dtype, shape);
-  const bool ok = *dtype == DType::kFloat32
-                      ? (flat ? Filler<float>(r, t.data_ptr<float>(), shape).flat(numel)
-                              : Filler<float>(r, t.data_ptr<float>(), shape).nested(0))
-                      : (flat ? Filler<double>(r, t.data_ptr<double>(), shape).flat(numel)
-                              : Filler<double>(r, t.data_ptr<double>(), shape).nested(0));
+  const bool ok = *dtype == DType::kFloat32 ? (flat ? Filler<float>(r, t.data_ptr<float>(), shape).flat(numel)
+                                                    : Filler<float>(r, t.data_ptr<float>(), shape).nested(0))
+                                            : (flat ? Filler<double>(r, t.data_ptr<double>(), shape).flat(numel)
+                                                    : Filler<double>(r, t.data_ptr<double>(), shape).nested(0));
   if (!ok || !r.at_end()) return std::nullopt;
   return t;
 }

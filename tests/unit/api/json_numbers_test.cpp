@@ -51,33 +51,33 @@ TEST(JsonNumbers, FlatAndNestedDataMatchTheDomBitForBit) {
 
 TEST(JsonNumbers, AnythingElseIsLeftToTheDomPath) {
   for (const char* body : {
-           "{\"dtype\": \"float32\", \"data\": [1, true]}",                  // a bool
-           "{\"dtype\": \"float32\", \"data\": [1, \"nan\"]}",               // a string
-           "{\"dtype\": \"int32\", \"data\": [1, 2]}",                       // another dtype
-           "{\"data\": [1, 2]}",                                             // no dtype
-           "{\"datatype\": \"FP32\", \"data\": [1, 2]}",                     // the alias
-           "{\"dtype\": \"float32\", \"data\": [1, 2], \"b64\": \"\"}",      // both
-           "{\"dtype\": \"float32\", \"data\": [1, 2], \"x\": 1}",           // an unknown key
-           "{\"dtype\": \"float32\", \"dtype\": \"float32\", \"data\": [1]}",  // twice
-           "{\"dtype\": \"float32\", \"shape\": [3], \"data\": [1, 2]}",     // too few
-           "{\"dtype\": \"float32\", \"shape\": [1], \"data\": [1, 2]}",     // too many
-           "{\"dtype\": \"float32\", \"shape\": [2], \"data\": [[1], [2]]}",  // deeper than the shape
+           "{\"dtype\": \"float32\", \"data\": [1, true]}",                         // a bool
+           "{\"dtype\": \"float32\", \"data\": [1, \"nan\"]}",                      // a string
+           "{\"dtype\": \"int32\", \"data\": [1, 2]}",                              // another dtype
+           "{\"data\": [1, 2]}",                                                    // no dtype
+           "{\"datatype\": \"FP32\", \"data\": [1, 2]}",                            // the alias
+           "{\"dtype\": \"float32\", \"data\": [1, 2], \"b64\": \"\"}",             // both
+           "{\"dtype\": \"float32\", \"data\": [1, 2], \"x\": 1}",                  // an unknown key
+           "{\"dtype\": \"float32\", \"dtype\": \"float32\", \"data\": [1]}",       // twice
+           "{\"dtype\": \"float32\", \"shape\": [3], \"data\": [1, 2]}",            // too few
+           "{\"dtype\": \"float32\", \"shape\": [1], \"data\": [1, 2]}",            // too many
+           "{\"dtype\": \"float32\", \"shape\": [2], \"data\": [[1], [2]]}",        // deeper than the shape
            "{\"dtype\": \"float32\", \"shape\": [2, 1, 1], \"data\": [[1], [2]]}",  // shallower
-           "{\"dtype\": \"float32\", \"data\": [[1], [2]]}",                 // nested, no shape
-           "{\"dtype\": \"float32\", \"shape\": [0], \"data\": []}",         // empty
+           "{\"dtype\": \"float32\", \"data\": [[1], [2]]}",                        // nested, no shape
+           "{\"dtype\": \"float32\", \"shape\": [0], \"data\": []}",                // empty
            "{\"dtype\": \"float32\", \"data\": []}",
-           "{\"dtype\": \"float32\", \"data\": [1e400]}",                    // overflows
-           "{\"dtype\": \"float64\", \"data\": [1e-400]}",                   // underflows
-           "{\"dtype\": \"float64\", \"data\": [1.5, -0e1010, 0.1]}",        // RapidJSON's "too big" (the fuzzer's)
-           "{\"dtype\": \"float32\", \"data\": [01]}",                       // not JSON numbers
+           "{\"dtype\": \"float32\", \"data\": [1e400]}",              // overflows
+           "{\"dtype\": \"float64\", \"data\": [1e-400]}",             // underflows
+           "{\"dtype\": \"float64\", \"data\": [1.5, -0e1010, 0.1]}",  // RapidJSON's "too big" (the fuzzer's)
+           "{\"dtype\": \"float32\", \"data\": [01]}",                 // not JSON numbers
            "{\"dtype\": \"float32\", \"data\": [+1]}",
            "{\"dtype\": \"float32\", \"data\": [1.]}",
            "{\"dtype\": \"float32\", \"data\": [.5]}",
            "{\"dtype\": \"float32\", \"data\": [1,]}",
            "{\"dtype\": \"float32\", \"data\": [1 2]}",
-           "{\"dtype\": \"float32\", \"data\": [1]} x",                      // trailing text
-           "{\"dtype\": \"float32\", \"data\": [1]",                         // unclosed
-           "{\"x\": {\"data\": [1]}, \"dtype\": \"float32\"}",               // not at the top level
+           "{\"dtype\": \"float32\", \"data\": [1]} x",         // trailing text
+           "{\"dtype\": \"float32\", \"data\": [1]",            // unclosed
+           "{\"x\": {\"data\": [1]}, \"dtype\": \"float32\"}",  // not at the top level
            "[{\"dtype\": \"float32\", \"data\": [1]}]",
        }) {
     EXPECT_FALSE(numeric_tensor_fast(body).has_value()) << body;

@@ -44,8 +44,9 @@ struct HttpRequest {
   // the value's place.
   std::optional<DecodedB64> decoded_b64;
   // What the tenant was charged for the body while it was read (tensor
-  // uploads, HttpServer::set_body_accounts): released with the request, or
-  // by the handler just before the stored tensor is charged instead.
+  // bodies, HttpServer::set_body_accounts): released with the request, by
+  // the handler just before the stored tensors are charged instead, or
+  // handed to the job the body's inputs go to (JobSpec::body_charge).
   std::shared_ptr<void> body_charge;
   std::string request_id;
   // The tenant the request authenticated as (server/auth.h writes it, the

@@ -426,6 +426,7 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     if (t.storage() && !t.storage()->account()) uncharged_inputs.push_back(std::move(t));
   }
   w.spec.inputs.clear();
+  w.spec.body_charge.reset();  // the body's bytes are the inputs' (or were)
   w.cp = CompiledProgram{};
   w.shared_cp.reset();
   w.plan.reset();

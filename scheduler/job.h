@@ -48,6 +48,10 @@ struct JobSpec {
   // coordinator forwards to the servers holding the group's other ranks.
   std::string program_json;
   std::string authorization;
+  // What the tenant was charged for the request's body as it arrived
+  // (HttpRequest::body_charge): held while the job holds its inputs, then
+  // released with them (Engine::execute), or with the job if it never runs.
+  std::shared_ptr<void> body_charge;
 };
 
 struct JobResult {

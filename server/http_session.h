@@ -25,6 +25,7 @@ class AsyncSessionReply;
 class MemoryAccount;
 class Error;
 class RouteMatch;
+enum class BodyKind;  // server/router.h
 struct ServerState;
 
 class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSession> {
@@ -59,10 +60,11 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // then handled as if Beast had read it.
   void start_body_direct(size_t len);
   void read_body_direct();
-  // Whether the request's route is a tensor upload (JsonBody::kDecodeB64):
-  // its body is charged to the tenant as it arrives and, when JSON, read
-  // through b64_stream_, which decodes the "b64" value as it comes.
-  bool upload_route() const;
+  // What the request's route takes (server/router.h): kCharged and
+  // kTensorUpload bodies are charged to the tenant as they arrive; a JSON
+  // kTensorUpload body is read through b64_stream_, which decodes the
+  // "b64" value as it comes.
+  BodyKind route_body_kind() const;
   void read_body_stream();
   // Charges the tenant's account (body_account_) up to `held` bytes of the
   // body, in steps of kChargeStep (and all of it when `last`); false when

@@ -2,7 +2,8 @@
 // Beast's parser for small bodies and those without a Content-Length; with
 // the socket's own reads into the final string for large ones; and, for a
 // route that asks (BodyKind::kTensorUpload), through a JsonB64Stream that
-// decodes the body's "b64" value as it arrives.
+// decodes the body's "b64" value as it arrives. Tensor bodies
+// (BodyKind::kCharged, kTensorUpload) are charged to their tenant as read.
 #include <algorithm>
 #include <utility>
 
@@ -45,15 +46,15 @@ void HttpSession::rearm_body_timer() {
   }
 }
 
-bool HttpSession::upload_route() const {
+BodyKind HttpSession::route_body_kind() const {
   const auto& msg = parser_->get();
   try {
     std::string path;
     std::map<std::string, std::string> query;
     parse_target(std::string(msg.target()), path, query);
-    return state_->router->match(std::string(msg.method_string()), path).body_kind() == BodyKind::kTensorUpload;
+    return state_->router->match(std::string(msg.method_string()), path).body_kind();
   } catch (...) {
-    return false;  // a bad target: handle_request answers it
+    return BodyKind::kOther;  // a bad target: handle_request answers it
   }
 }
 
@@ -61,9 +62,10 @@ void HttpSession::start_body_direct(size_t len) {
   last_read_ = 0;
   watch_low_water(true);
   const auto& msg = parser_->get();
-  const bool upload = upload_route();
+  const BodyKind kind = route_body_kind();
+  const bool upload = kind == BodyKind::kTensorUpload;
   body_charged_ = 0;
-  body_account_ = upload && state_->body_account
+  body_account_ = kind != BodyKind::kOther && state_->body_account
                       ? state_->body_account(std::string_view(msg[http::field::authorization]))
                       : nullptr;
   const bool safetensors = msg[http::field::content_type].starts_with("application/vnd.safetensors");

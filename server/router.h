@@ -61,12 +61,12 @@ using AsyncHandler = std::function<void(HttpRequest&, std::shared_ptr<AsyncReply
 // away), and the session knows only "answer now" and "answer later".
 enum class Dispatch { kInline, kAsync };
 
-// What an offloaded route's body is. kTensorUpload (one tensor to store):
-// a large body is charged to the tenant as it arrives
-// (HttpServer::set_body_accounts, HttpRequest::body_charge) and a JSON
-// body's top-level "b64" value is decoded as it arrives (the handler reads
-// it with tensor_from_json_request; HttpRequest::decoded_b64).
-enum class BodyKind { kOther, kTensorUpload };
+// What a route's body is. kCharged (tensors to store or run): a large body
+// is charged to the tenant as it arrives (HttpServer::set_body_accounts,
+// HttpRequest::body_charge). kTensorUpload (one tensor to store): that, and
+// a JSON body's top-level "b64" value is decoded as it arrives (the handler
+// reads it with tensor_from_json_request; HttpRequest::decoded_b64).
+enum class BodyKind { kOther, kCharged, kTensorUpload };
 
 class Router;
 
@@ -111,7 +111,8 @@ class Router {
   void add(std::string method, const std::string& route_template, Handler h);
   // `inline_body_bytes`: a body up to this size starts the handler on the
   // io thread (parsing it is quick); a larger one on the handler pool.
-  void add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes);
+  void add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes,
+                 BodyKind body_kind = BodyKind::kOther);
   // A handler that may block (waits on a job, decodes or encodes a large
   // tensor): an asynchronous route that runs `h` on the handler pool (the
   // tenant's lane) and answers with what it returns or throws.

@@ -91,13 +91,14 @@ void add_graph_routes(Router& r, AppContext& app) {
         auto g = app.graphs->find(tenant, req.params.at("id"));
         JobSpec spec = parse_replay_request(req);
         spec.request_id = req.request_id;
+        spec.body_charge = std::move(req.body_charge);
         const bool st = wants_safetensors(req);
         auto enc = req.query.find("encoding");
         const bool b64 = enc != req.query.end() && enc->second == "b64";
         start_graph_replay(app, tenant, g, std::move(spec), reply,
                            [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
       },
-      kReplayInlineBody);
+      kReplayInlineBody, BodyKind::kCharged);
 
   r.add("GET", "/v1/graphs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

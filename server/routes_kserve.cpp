@@ -131,11 +131,12 @@ void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
         }
         if (ir.timeout_us > 0) spec.deadline_ms = (ir.timeout_us + 999) / 1000;
         spec.request_id = req.request_id;
+        spec.body_charge = std::move(req.body_charge);
         start_graph_replay(app, tenant, g, std::move(spec), reply,
                            [reply, model = m.name, id = std::move(ir.id), wanted = std::move(ir.outputs)](
                                Job& j) mutable { answer_infer(j, reply, std::move(model), std::move(id), wanted); });
       },
-      kInferInlineBody);
+      kInferInlineBody, BodyKind::kCharged);
 }
 
 }  // namespace

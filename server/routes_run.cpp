@@ -38,6 +38,7 @@ JobSpec parse_job_request(HttpRequest& req) {
     spec = job_spec_from_json(d, {});
   }
   spec.request_id = req.request_id;
+  spec.body_charge = std::move(req.body_charge);  // held while the job holds its inputs
   // An SPMD request over ranks of other servers is forwarded with the
   // caller's credentials (server/spmd_peers_http.h).
   if (spec.spmd) spec.authorization = req.header("authorization");
@@ -113,16 +114,19 @@ void add_run_routes(Router& r, AppContext& app) {
                                                          [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
         cancel_when_client_goes(reply, job);
       },
-      kRunInlineBody);
+      kRunInlineBody, BodyKind::kCharged);
 
-  add_offloaded(r, "POST", "/v1/jobs", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
-    app.jobs->add(job);
-    HttpResponse resp = json_response(202, job_accepted_to_json(job->id()));
-    resp.headers.emplace_back("Location", "/v1/jobs/" + job->id());
-    return resp;
-  });
+  add_offloaded(
+      r, "POST", "/v1/jobs",
+      [&app](HttpRequest& req) {
+        Tenant& tenant = authenticate(req, *app.tenants);
+        std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
+        app.jobs->add(job);
+        HttpResponse resp = json_response(202, job_accepted_to_json(job->id()));
+        resp.headers.emplace_back("Location", "/v1/jobs/" + job->id());
+        return resp;
+      },
+      BodyKind::kCharged);
 
   add_offloaded(r, "GET", "/v1/jobs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

@@ -110,19 +110,24 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return json_response(200, stored_list_to_json(tenant.store.list(prefix)));
   });
 
-  add_offloaded(r, "POST", "/v1/tensors:upload", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
-    if (!is_safetensors_body(req)) {
-      throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
-    }
-    auto body = req.share_body();
-    SafetensorsFile f = parse_safetensors(body);
-    for (const auto& [name, t] : f.tensors) validate_tensor_name(name);
-    std::vector<StoredInfo> stored;
-    for (const auto& [name, t] : f.tensors) stored.push_back({name, t.meta(), static_cast<int64_t>(t.nbytes())});
-    tenant.store.commit(std::move(f.tensors));
-    return json_response(200, upload_result_to_json(stored));
-  });
+  add_offloaded(
+      r, "POST", "/v1/tensors:upload",
+      [&app](HttpRequest& req) {
+        std::shared_ptr<void> body_charge = std::move(req.body_charge);  // as PUT's
+        Tenant& tenant = authenticate(req, *app.tenants);
+        if (!is_safetensors_body(req)) {
+          throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
+        }
+        auto body = req.share_body();
+        SafetensorsFile f = parse_safetensors(body);
+        for (const auto& [name, t] : f.tensors) validate_tensor_name(name);
+        std::vector<StoredInfo> stored;
+        for (const auto& [name, t] : f.tensors) stored.push_back({name, t.meta(), static_cast<int64_t>(t.nbytes())});
+        body_charge.reset();  // the stored tensors are charged instead
+        tenant.store.commit(std::move(f.tensors));
+        return json_response(200, upload_result_to_json(stored));
+      },
+      BodyKind::kCharged);
 
   add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);

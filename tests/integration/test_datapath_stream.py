@@ -7,6 +7,7 @@ server still serving."""
 import base64
 import json
 import socket
+import struct
 import time
 
 import numpy as np
@@ -165,59 +166,69 @@ def test_a_client_that_slows_down_mid_body_is_not_cut_off():
         _stop_and_check(s)
 
 
+QUOTA_TOKEN = "quota-token"
+
+
+def quota_server(name):
+    """A server whose one tenant, q, has 24 MiB of memory; (server, auth, q_memory)."""
+    import hashlib
+    from test_graphs import metric_value
+    from test_tenancy import write_config
+    cfg = {"partitions": [{"name": "all", "share": 1.0, "workqueue_limit": 2}],
+           "tenants": [{"name": "q", "token_sha256": hashlib.sha256(QUOTA_TOKEN.encode()).hexdigest(),
+                        "partition": "all", "memory_bytes": 24 << 20}]}
+    s = Server(["--config", write_config(cfg)], name=name)
+    return (s, {"Authorization": "Bearer " + QUOTA_TOKEN},
+            lambda: metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "q"}))
+
+
+def send_until_answered(s, method, path, body, ctype):
+    """Sends `body` as q over a raw socket until an answer's head comes;
+    returns (answer bytes, body bytes sent before it)."""
+    k = socket.create_connection((s.host, s.port), timeout=30)
+    try:
+        k.sendall(("%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+                   "Authorization: Bearer %s\r\n\r\n" % (method, path, ctype, len(body), QUOTA_TOKEN)).encode())
+        sent = 0
+        got = b""
+        k.setblocking(False)
+        while sent < len(body) and b"\r\n\r\n" not in got:
+            try:
+                sent += k.send(body[sent:sent + (1 << 20)])
+            except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                time.sleep(0.01)
+            try:
+                got += k.recv(65536)
+            except BlockingIOError:
+                pass
+        k.setblocking(True)
+        while b"\r\n\r\n" not in got:
+            chunk = k.recv(65536)
+            assert chunk, "closed without an answer"
+            got += chunk
+        return got, sent
+    finally:
+        k.close()
+
+
 def test_an_upload_counts_against_the_quota_as_it_arrives():
     """A tensor upload is charged to its tenant while its body arrives
     (HttpServer::set_body_accounts): one that would pass the quota is
     answered 429 quota_exceeded before its body is all sent, for
     safetensors and JSON alike; nothing stays charged, and an upload that
     fits is charged once (its stored tensor's bytes)."""
-    import hashlib
-    from test_tenancy import write_config
-    token = "quota-token"
-    cfg = {"partitions": [{"name": "all", "share": 1.0, "workqueue_limit": 2}],
-           "tenants": [{"name": "q", "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
-                        "partition": "all", "memory_bytes": 24 << 20}]}
-    s = Server(["--config", write_config(cfg)], name="datapath-quota")
-    auth = {"Authorization": "Bearer " + token}
-
-    def q_memory():
-        from test_graphs import metric_value
-        return metric_value(s.url, "tensord_tenant_memory_bytes", {"tenant": "q"})
-
+    s, auth, q_memory = quota_server("datapath-quota")
     try:
         fits = np.random.default_rng(5).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
         r = requests.put(s.url + "/v1/tensors/fits", data=safetensors_body(fits), timeout=60,
                          headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
         assert r.status_code == 201, r.text
         assert q_memory() == fits.nbytes
-        big = np.ones(3 << 20, np.float32)  # 12 MiB more would pass 24 MiB
+        # 64 MiB more would pass 24 MiB; far more than the socket buffers hold.
+        big = np.ones(16 << 20, np.float32)
         for body, ctype in [(safetensors_body(big), "application/vnd.safetensors"),
                             (b64_body(big), "application/json")]:
-            k = socket.create_connection((s.host, s.port), timeout=30)
-            try:
-                head = put_head("/v1/tensors/big", len(body), ctype)
-                head = head[:-2] + b"Authorization: Bearer " + token.encode() + b"\r\n\r\n"
-                k.sendall(head)
-                sent = 0
-                got = b""
-                k.setblocking(False)
-                # Send until the answer comes: it must come before the body ends.
-                while sent < len(body) and b"\r\n\r\n" not in got:
-                    try:
-                        sent += k.send(body[sent:sent + (1 << 20)])
-                    except (BlockingIOError, BrokenPipeError, ConnectionResetError):
-                        time.sleep(0.01)
-                    try:
-                        got += k.recv(65536)
-                    except BlockingIOError:
-                        pass
-                k.setblocking(True)
-                while b"\r\n\r\n" not in got:
-                    chunk = k.recv(65536)
-                    assert chunk, "closed without an answer"
-                    got += chunk
-            finally:
-                k.close()
+            got, sent = send_until_answered(s, "PUT", "/v1/tensors/big", body, ctype)
             assert got.split()[1] == b"429", got[:300]
             assert b"quota_exceeded" in got, got[:600]
             assert sent < len(body), "answered only after the whole body (%s)" % ctype
@@ -229,6 +240,61 @@ def test_an_upload_counts_against_the_quota_as_it_arrives():
                          headers=dict(auth, **{"Content-Type": "application/json"}))
         assert r.status_code == 201, r.text
         assert settle_to(q_memory, fits.nbytes + (4 << 20)) == fits.nbytes + (4 << 20)
+    finally:
+        _stop_and_check(s)
+
+
+def run_bodies(arr):
+    """A /v1/run request summing `arr` (input "a"), as safetensors and as JSON b64."""
+    request = {"program": {"inputs": {"a": {"dtype": "float32", "shape": list(arr.shape)}},
+                           "nodes": [{"id": "s", "op": "sum", "args": ["a"], "outputs": ["t"]}],
+                           "outputs": ["t"]}}
+    header = {"__metadata__": {"request": json.dumps(request)},
+              "a": {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [0, arr.nbytes]}}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    st = struct.pack("<Q", len(h)) + h + arr.tobytes()
+    request["inputs"] = {"a": {"dtype": "float32", "shape": list(arr.shape),
+                               "b64": base64.b64encode(arr.tobytes()).decode()}}
+    return [(st, "application/vnd.safetensors"), (json.dumps(request).encode(), "application/json")]
+
+
+def test_run_and_upload_bodies_count_against_the_quota_as_they_arrive():
+    """/v1/run, /v1/jobs and /v1/tensors:upload bodies are charged to their
+    tenant while they arrive, as PUT's are: one that would pass the quota
+    is answered 429 before its body is all sent and leaves nothing charged;
+    a run's body stays charged while its job holds the inputs and is
+    released with them; an upload that fits is charged once."""
+    s, auth, q_memory = quota_server("datapath-quota-run")
+    try:
+        held = np.random.default_rng(6).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
+        r = requests.put(s.url + "/v1/tensors/held", data=safetensors_body(held), timeout=60,
+                         headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
+        assert r.status_code == 201, r.text
+        # 64 MiB more would pass 24 MiB; far more than the socket buffers hold.
+        big = np.ones(16 << 20, np.float32)
+        for path in ["/v1/run", "/v1/jobs"]:
+            for body, ctype in run_bodies(big):
+                got, sent = send_until_answered(s, "POST", path, body, ctype)
+                assert got.split()[1] == b"429", (path, ctype, got[:300])
+                assert b"quota_exceeded" in got, got[:600]
+                assert sent < len(body), "answered only after the whole body (%s %s)" % (path, ctype)
+                assert settle_to(q_memory, held.nbytes) == held.nbytes
+        got, sent = send_until_answered(s, "POST", "/v1/tensors:upload", safetensors_body(big, name="big"),
+                                        "application/vnd.safetensors")
+        assert got.split()[1] == b"429" and sent < big.nbytes, got[:300]
+        assert settle_to(q_memory, held.nbytes) == held.nbytes
+        # Bodies that fit run, and their charge goes with the job's inputs.
+        small = np.full(1 << 20, 0.5, np.float32)  # 4 MiB
+        for body, ctype in run_bodies(small):
+            r = requests.post(s.url + "/v1/run", data=body, timeout=60, headers=dict(auth, **{"Content-Type": ctype}))
+            assert r.status_code == 200, r.text
+            assert np.asarray(r.json()["outputs"]["t"]["data"]).item() == 0.5 * small.size
+            assert settle_to(q_memory, held.nbytes) == held.nbytes
+        r = requests.post(s.url + "/v1/tensors:upload", data=safetensors_body(small, name="small"), timeout=60,
+                          headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
+        assert r.status_code == 200, r.text
+        assert settle_to(q_memory, held.nbytes + small.nbytes) == held.nbytes + small.nbytes
     finally:
         _stop_and_check(s)
 

@@ -54,7 +54,9 @@ void expect_decoded(JsonB64Stream& s, const std::vector<uint8_t>& bytes, const s
   std::string out = s.take_out();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(out.data() + at) % 64, 0u);
   ASSERT_GE(out.size(), at + bytes.size());
-  if (!bytes.empty()) EXPECT_EQ(std::memcmp(out.data() + at, bytes.data(), bytes.size()), 0);
+  if (!bytes.empty()) {
+    EXPECT_EQ(std::memcmp(out.data() + at, bytes.data(), bytes.size()), 0);
+  }
   EXPECT_EQ(s.take_json(), skeleton);
 }
 

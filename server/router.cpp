@@ -32,8 +32,8 @@ void Router::add(std::string method, const std::string& route_template, Handler 
   insert(std::move(r), std::move(method), route_template);
 }
 
-void Router::add_async(std::string method, const std::string& route_template, AsyncHandler h,
-                       size_t inline_body_bytes, BodyKind body_kind) {
+void Router::add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes,
+                       BodyKind body_kind) {
   Route r;
   r.async = std::move(h);
   r.inline_body = inline_body_bytes;

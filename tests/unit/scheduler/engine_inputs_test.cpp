@@ -84,5 +84,28 @@ TEST(EngineInputs, AChargedInputIsReleasedBeforeTheCallerWakes) {
   EXPECT_EQ(t.account->used(), 32) << "w and its momentum buffer only: the charged input is released";
 }
 
+// What the tenant was charged for the request's body as it arrived
+// (JobSpec::body_charge): held while the job holds its inputs, released
+// before the caller wakes, whether the job succeeds or fails.
+TEST(EngineInputs, TheBodysChargeIsReleasedBeforeTheCallerWakes) {
+  Engine e(make_backend("cpu", 1), one_tenant_config());
+  Tenant t(one_tenant_config().tenants[0]);
+  t.store.put("w", f32({4}, {1, 2, 3, 4}));
+  for (bool fail : {false, true}) {
+    if (fail) t.store.put("s/w/momentum_buffer", f32({3}, {0, 0, 0}));  // another shape: the step fails
+    const int64_t before = t.account->used();
+    t.account->charge(1000);
+    JobSpec spec = step_with(f32({4}, {1, 1, 1, 1}));
+    spec.body_charge = std::shared_ptr<void>(nullptr, [a = t.account](void*) { a->release(1000); });
+    // What the tenant holds when the job's caller is woken (its done callback).
+    int64_t at_wake = -1;
+    std::shared_ptr<Job> job = e.run_async(t, std::move(spec), [&t, &at_wake](Job&) { at_wake = t.account->used(); });
+    job->wait();
+    EXPECT_EQ(job->state(), fail ? JobState::kFailed : JobState::kSucceeded);
+    // Succeeded: w and its new momentum buffer (16 bytes); failed: as before.
+    EXPECT_EQ(at_wake, fail ? before : before + 16) << (fail ? "failed" : "succeeded");
+  }
+}
+
 }  // namespace
 }  // namespace tensord

@@ -10,10 +10,6 @@
 namespace tensord {
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 // Decodes `text` (whole groups, padding only at its end) to `out`; false on
 // anything base64_decode_into rejects. Returns the bytes in `*got`.
 bool decode(std::string_view text, std::string& out, size_t at, size_t* got) {
@@ -62,38 +58,9 @@ void JsonB64Stream::commit(size_t n) {
 }
 
 size_t JsonB64Stream::value_start(std::string_view head) {
-  const size_t n = head.size();
-  size_t i = 0;
-  auto skip_space = [&] {
-    while (i < n && is_space(head[i])) ++i;
-  };
-  skip_space();
-  if (i == n) return kMore;
-  if (head[i] != '{') return kNever;
-  ++i;
-  int depth = 1;
-  while (i < n) {
-    const char c = head[i];
-    if (c == '"') {
-      const size_t start = ++i;
-      while (i < n && head[i] != '"') i += head[i] == '\\' ? 2 : 1;
-      if (i >= n) return kMore;
-      const std::string_view key = head.substr(start, i - start);
-      ++i;
-      if (depth != 1 || key != "b64") continue;
-      skip_space();
-      if (i == n) return kMore;
-      if (head[i] != ':') continue;  // "b64" as a value
-      ++i;
-      skip_space();
-      if (i == n) return kMore;
-      return head[i] == '"' ? i + 1 : kNever;
-    }
-    if (c == '{' || c == '[') ++depth;
-    if ((c == '}' || c == ']') && --depth == 0) return kNever;
-    ++i;
-  }
-  return kMore;
+  const size_t at = top_level_value(head, "b64");
+  if (at == kJsonMore || at == kJsonAbsent) return at;
+  return head[at] == '"' ? at + 1 : kNever;
 }
 
 void JsonB64Stream::scan_head() {

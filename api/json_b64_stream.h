@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "api/json_scan.h"
+
 namespace tensord {
 
 class JsonB64Stream {
@@ -57,8 +59,8 @@ class JsonB64Stream {
   // string value in `head`; kMore while `head` may yet grow into one, kNever
   // when it cannot (not an object, the key bound to another kind of value,
   // the object closed).
-  static constexpr size_t kMore = static_cast<size_t>(-1);
-  static constexpr size_t kNever = static_cast<size_t>(-2);
+  static constexpr size_t kMore = kJsonMore;
+  static constexpr size_t kNever = kJsonAbsent;
   static size_t value_start(std::string_view head);
 
  private:

@@ -9,6 +9,7 @@
 #include <rapidjson/document.h>
 
 #include "api/json_parse.h"
+#include "api/json_scan.h"
 #include "ops/dtype.h"
 #include "ops/error.h"
 
@@ -17,57 +18,8 @@ namespace {
 
 constexpr size_t kMaxRankFast = 16;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
-}
-
-// The offset of the quote that ends the string whose text starts at `i`
-// (memchr for quotes; one is escaped when an odd run of backslashes
-// precedes it), or s.size().
-size_t string_end(std::string_view s, size_t i) {
-  while (i < s.size()) {
-    const void* q = std::memchr(s.data() + i, '"', s.size() - i);
-    if (!q) return s.size();
-    const size_t at = static_cast<size_t>(static_cast<const char*>(q) - s.data());
-    size_t slashes = 0;
-    while (at - slashes > i && s[at - slashes - 1] == '\\') ++slashes;
-    if (slashes % 2 == 0) return at;
-    i = at + 1;
-  }
-  return s.size();
-}
-
-// The offset of the value of the top-level object's `key`, or npos.
-size_t top_level_value(std::string_view s, std::string_view key) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n && is_space(s[i])) ++i;
-  if (i == n || s[i] != '{') return std::string_view::npos;
-  ++i;
-  int depth = 1;
-  while (i < n) {
-    const char c = s[i];
-    if (c == '"') {
-      const size_t start = ++i;
-      i = string_end(s, i);
-      if (i >= n) return std::string_view::npos;
-      const bool match = depth == 1 && s.substr(start, i - start) == key;
-      ++i;
-      if (!match) continue;
-      while (i < n && is_space(s[i])) ++i;
-      if (i == n || s[i] != ':') continue;  // the key's name as a value
-      ++i;
-      while (i < n && is_space(s[i])) ++i;
-      return i < n ? i : std::string_view::npos;
-    }
-    if (c == '{' || c == '[') ++depth;
-    if ((c == '}' || c == ']') && --depth == 0) return std::string_view::npos;
-    ++i;
-  }
-  return std::string_view::npos;
 }
 
 // The offset just past the array that starts at `at`, when it holds only
@@ -81,7 +33,8 @@ size_t numbers_array_end(std::string_view s, size_t at) {
       ++depth;
     } else if (c == ']') {
       if (--depth == 0) return i + 1;
-    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' || is_space(c))) {
+    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' ||
+                 json_space(c))) {
       return std::string_view::npos;
     }
   }
@@ -93,7 +46,7 @@ class Reader {
   Reader(const char* p, const char* end) : p_(p), end_(end) {}
 
   void skip() {
-    while (p_ < end_ && is_space(*p_)) ++p_;
+    while (p_ < end_ && json_space(*p_)) ++p_;
   }
   bool take(char c) {
     skip();
@@ -219,6 +172,7 @@ class Filler {
 
 std::optional<Tensor> numeric_tensor_fast(std::string_view body) {
   const size_t at = top_level_value(body, "data");
+  if (at == kJsonMore || at == kJsonAbsent) return std::nullopt;
   const size_t end = numbers_array_end(body, at);
   if (end == std::string_view::npos) return std::nullopt;
   // The JSON around the array, with [] in its place.

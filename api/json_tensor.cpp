@@ -14,6 +14,7 @@
 #include "api/base64.h"
 #include "api/json_numbers.h"
 #include "api/json_parse.h"
+#include "api/json_scan.h"
 #include "api/json_writer.h"
 #include "api/mx_wire.h"
 #include "ops/cpu/huge_pages.h"
@@ -462,44 +463,14 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
 // Only the few bytes before it are scanned as JSON (for its depth); the
 // value's end is one memchr.
 std::string_view top_level_b64_value(std::string_view body) {
-  static constexpr std::string_view kKey = "\"b64\"";
-  for (size_t key = body.find(kKey); key != std::string_view::npos; key = body.find(kKey, key + 1)) {
-    size_t p = key + kKey.size();
-    auto skip_space = [&] {
-      while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
-    };
-    skip_space();
-    if (p >= body.size() || body[p] != ':') continue;  // "b64" as a value, not a key
-    ++p;
-    skip_space();
-    if (p >= body.size() || body[p] != '"') return {};  // not a string: the parser says what it is
-    const size_t start = p + 1;
-    const size_t end = body.find('"', start);
-    if (end == std::string_view::npos || end - start < kInPlaceB64Bytes) return {};
-    std::string_view value = body.substr(start, end - start);
-    if (value.find('\\') != std::string_view::npos) return {};
-    // The key must sit in the top-level object: depth 1 outside strings.
-    int depth = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < key; ++i) {
-      const char c = body[i];
-      if (in_string) {
-        if (c == '\\') {
-          ++i;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        ++depth;
-      } else if (c == '}' || c == ']') {
-        --depth;
-      }
-    }
-    return depth == 1 && !in_string ? value : std::string_view{};
-  }
-  return {};
+  const size_t at = top_level_value(body, "b64");
+  if (at == kJsonMore || at == kJsonAbsent || body[at] != '"') return {};  // the parser says what it is
+  const size_t start = at + 1;
+  const size_t end = body.find('"', start);
+  if (end == std::string_view::npos || end - start < kInPlaceB64Bytes) return {};
+  std::string_view value = body.substr(start, end - start);
+  if (value.find('\\') != std::string_view::npos) return {};
+  return value;
 }
 
 Tensor tensor_from_json_body(std::string& body, const std::string& what, const BodyShare& share) {

@@ -353,6 +353,13 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
       throw Error(ErrorCode::kCancelled, what + " was aborted: " + why);
     }
   };
+  // Anything else Gloo throws (its own checks, EnforceNotMet; a non-I/O
+  // gloo::Exception) breaks the group: kInternal, Gloo's words in it.
+  const auto failed_inside_gloo = [&](const char* gloo_says) {
+    if_aborted();
+    break_group(what + " failed");
+    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + gloo_says);
+  };
 
   // Every rank's fingerprint, checked alike on every rank.
   std::vector<Fingerprint> fps;
@@ -362,9 +369,7 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
     break_group(what + " was aborted");
     throw Error(ErrorCode::kCancelled, what + " was aborted: " + aborted());
   } catch (const gloo::EnforceNotMet& e) {
-    if_aborted();
-    break_group(what + " failed");
-    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
+    failed_inside_gloo(e.what());
   } catch (const gloo::Exception& e) {
     if_aborted();
     throw;
@@ -549,13 +554,9 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
     }
     throw Error(ErrorCode::kUnavailable, what + " failed: " + msg);
   } catch (const gloo::Exception& e) {
-    if_aborted();
-    break_group(what + " failed");
-    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
+    failed_inside_gloo(e.what());
   } catch (const gloo::EnforceNotMet& e) {
-    if_aborted();
-    break_group(what + " failed");
-    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + e.what());
+    failed_inside_gloo(e.what());
   }
   work.finish(std::move(outputs));
 }

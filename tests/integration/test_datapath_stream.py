@@ -24,6 +24,16 @@ def b64_body(arr, order=("dtype", "shape", "b64")):
     return ("{" + ", ".join('"%s": %s' % (k, fields[k]) for k in order) + "}").encode()
 
 
+def answer_head(k, got=b"", why="closed without an answer"):
+    """Reads from socket `k` until an answer's head has come (after `got`,
+    what came already); returns all that came."""
+    while b"\r\n\r\n" not in got:
+        chunk = k.recv(65536)
+        assert chunk, why
+        got += chunk
+    return got
+
+
 def send_in_pieces(s, path, body, piece, pause=0.0):
     """PUTs `body` over a raw socket in `piece`-byte writes; returns (status, json)."""
     k = socket.create_connection((s.host, s.port), timeout=30)
@@ -33,12 +43,7 @@ def send_in_pieces(s, path, body, piece, pause=0.0):
             k.sendall(body[i:i + piece])
             if pause:
                 time.sleep(pause)
-        got = b""
-        while b"\r\n\r\n" not in got:
-            chunk = k.recv(65536)
-            assert chunk, got
-            got += chunk
-        head, rest = got.split(b"\r\n\r\n", 1)
+        head, rest = answer_head(k).split(b"\r\n\r\n", 1)
         length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
         while len(rest) < length:
             rest += k.recv(65536)
@@ -153,11 +158,7 @@ def test_a_client_that_slows_down_mid_body_is_not_cut_off():
                     time.sleep(0.25)
                     k.sendall(body[i:i + (24 << 10)])
                 took = time.time() - t0
-                got = b""
-                while b"\r\n\r\n" not in got:
-                    chunk = k.recv(65536)
-                    assert chunk, "closed without an answer after %.1f s of trickling" % took
-                    got += chunk
+                got = answer_head(k, why="closed without an answer after %.1f s of trickling" % took)
                 assert got.split()[1] == b"201", got[:300]
             finally:
                 k.close()
@@ -202,11 +203,7 @@ def send_until_answered(s, method, path, body, ctype):
             except BlockingIOError:
                 pass
         k.setblocking(True)
-        while b"\r\n\r\n" not in got:
-            chunk = k.recv(65536)
-            assert chunk, "closed without an answer"
-            got += chunk
-        return got, sent
+        return answer_head(k, got), sent
     finally:
         k.close()
 

@@ -22,24 +22,31 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
-// The offset just past the array that starts at `at`, when it holds only
-// numbers, brackets, commas and whitespace; npos otherwise.
+// The offset just past the array that starts at `at`, found a memchr at a
+// time: the ']' whose '['s before it close its own; npos if none. Anything
+// but numbers in it (a string, which may hold brackets) is left to the
+// reader, which takes only numbers, commas and brackets, and must end here.
 size_t numbers_array_end(std::string_view s, size_t at) {
   if (at >= s.size() || s[at] != '[') return std::string_view::npos;
-  int depth = 0;
-  for (size_t i = at; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '[') {
+  const char* const base = s.data();
+  const char* p = base + at;
+  const char* const end = base + s.size();
+  int64_t depth = 0;
+  while (const void* found = std::memchr(p, ']', static_cast<size_t>(end - p))) {
+    const char* close = static_cast<const char*>(found);
+    for (const void* o = std::memchr(p, '[', static_cast<size_t>(close - p)); o != nullptr;
+         o = std::memchr(static_cast<const char*>(o) + 1, '[', static_cast<size_t>(close - static_cast<const char*>(o) - 1))) {
       ++depth;
-    } else if (c == ']') {
-      if (--depth == 0) return i + 1;
-    } else if (!(is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == ',' ||
-                 json_space(c))) {
-      return std::string_view::npos;
     }
+    if (--depth == 0) return static_cast<size_t>(close - base) + 1;
+    p = close + 1;
   }
   return std::string_view::npos;
 }
+
+// Powers of ten a double holds exactly (Clinger's fast path).
+constexpr double kExactPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 class Reader {
  public:
@@ -64,28 +71,49 @@ class Reader {
   // A JSON number literal as the DOM path reads it (json_parse.cpp's
   // RawNumber, then GetDouble): integral literals through int64/uint64,
   // the rest through from_chars; out of range: false (the DOM path decides).
+  //
+  // Read in one pass: the literal's digits go into a 64-bit mantissa as
+  // its grammar is checked. A fraction or exponent whose mantissa is at
+  // most 2^53 and whose power of ten is at most 22 either way is one exact
+  // multiplication or division (correctly rounded, as from_chars is:
+  // Clinger); an integral literal of at most 18 digits is its int64. The
+  // rest (17-digit reprs of doubles among them) goes to from_chars.
   bool number(double* out) {
     skip();
     const char* s = p_;
     const char* q = p_;
-    if (q < end_ && *q == '-') ++q;
+    const bool neg = q < end_ && *q == '-';
+    if (neg) ++q;
     if (q >= end_) return false;
+    uint64_t m = 0;
+    int sig = 0;  // significant digits in m (leading zeros are not)
+    auto digit = [&](char c) {
+      if (sig < 19) {
+        m = m * 10 + static_cast<uint64_t>(c - '0');
+        sig += m != 0 ? 1 : 0;
+      } else {
+        sig = 20;  // more than m holds: from_chars
+      }
+    };
+    const char* digits = q;
     if (*q == '0') {
       ++q;
     } else if (*q >= '1' && *q <= '9') {
-      const char* digits = q;
-      while (q < end_ && is_digit(*q)) ++q;
+      while (q < end_ && is_digit(*q)) digit(*q++);
       // RapidJSON refuses an integer part near DBL_MAX: left to it.
       if (q - digits > 300) return false;
     } else {
       return false;
     }
     bool integral = true;
+    int64_t e10 = 0;
     if (q < end_ && *q == '.') {
       integral = false;
       ++q;
       if (q >= end_ || !is_digit(*q)) return false;
-      while (q < end_ && is_digit(*q)) ++q;
+      const char* frac = q;
+      while (q < end_ && is_digit(*q)) digit(*q++);
+      e10 = -(q - frac);
     }
     if (q < end_ && (*q == 'e' || *q == 'E')) {
       integral = false;
@@ -101,10 +129,24 @@ class Reader {
       // RapidJSON refuses a positive exponent past ~308 even for a zero
       // ("0e1010"): left to it.
       if (!minus && exp > 300) return false;
+      e10 += minus ? -exp : exp;
     }
     p_ = q;
+    if (sig <= 19) {
+      if (integral && q - digits <= 18) {
+        const auto i = static_cast<int64_t>(m);
+        *out = static_cast<double>(neg ? -i : i);  // "-0" is the integer 0, as the DOM path reads it
+        return true;
+      }
+      if (!integral && m <= (uint64_t{1} << 53) && e10 >= -22 && e10 <= 22) {
+        const double v = static_cast<double>(m);
+        const double r = e10 >= 0 ? v * kExactPow10[e10] : v / kExactPow10[-e10];
+        *out = neg ? -r : r;
+        return true;
+      }
+    }
     if (integral) {
-      if (*s == '-') {
+      if (neg) {
         int64_t i;
         auto r = std::from_chars(s, q, i);
         if (r.ec == std::errc() && r.ptr == q) {

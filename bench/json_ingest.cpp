@@ -1,14 +1,20 @@
 // A JSON tensor body with a b64 payload, decoded into its tensor: the copied
 // parse (parse_json on a view) against the in-place one (parse_json_insitu on
-// the body) and against memcpy of the same bytes, the floor. Median of the
-// runs, in GB/s of body bytes (bench/README.md, "datapath").
+// the body) and against memcpy of the same bytes, the floor. Then a body of
+// numeric "data" (random float32 values written as Python writes them, the
+// shortest text that reads back): the DOM path and the one-pass one
+// (api/json_numbers.h) against std::from_chars reading the same numbers, the
+// floor for decimal text. Median of the runs, in GB/s of body bytes
+// (bench/README.md, "datapath").
 //
 //   build/bench/json_ingest_bench [MiB of tensor (default 64)] [runs (default 7)]
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,53 @@ double median_seconds(int runs, F&& f) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// `mib` MiB of float32 as numeric "data".
+void numbers(size_t mib, int runs) {
+  const size_t n = mib << 18;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> data(n);
+  std::string text = "[";
+  char buf[32];
+  for (size_t i = 0; i < n; ++i) {
+    data[i] = normal(rng);
+    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<double>(data[i]));  // as Python's repr
+    if (i) text += ", ";
+    text.append(buf, r.ptr);
+  }
+  text += "]";
+  const std::string body = "{\"dtype\": \"float32\", \"shape\": [" + std::to_string(n) + "], \"data\": " + text + "}";
+  const double gb = static_cast<double>(body.size()) / 1e9;
+  std::vector<float> out(n);
+  const double floor_s = median_seconds(runs, [&] {
+    const char* p = text.data() + 1;
+    const char* end = text.data() + text.size();
+    for (size_t i = 0; i < n; ++i) {
+      double d;
+      p = std::from_chars(p, end, d).ptr;
+      out[i] = static_cast<float>(d);
+      p += 2;
+    }
+  });
+  if (out[n - 1] != data[n - 1]) std::abort();
+  const double dom_s = median_seconds(runs, [&] {
+    tensord::Tensor t = tensord::tensor_from_json_string(body, "body");
+    if (t.numel() != static_cast<int64_t>(n)) std::abort();
+  });
+  std::vector<std::string> copies(static_cast<size_t>(runs), body);
+  size_t k = 0;
+  const double fast_s = median_seconds(runs, [&] {
+    tensord::Tensor t = tensord::tensor_from_json_body(copies[k++], "body");
+    if (t.numel() != static_cast<int64_t>(n) || t.data_ptr<float>()[n - 1] != data[n - 1]) std::abort();
+  });
+  std::printf("\njson_ingest: %zu MiB tensor as numeric data, %.1f MiB body, median of %d\n", mib, gb * 1e3 / 1.048576,
+              runs);
+  std::printf("| path | ms | GB/s of body | x from_chars |\n|---|---|---|---|\n");
+  std::printf("| from_chars of the numbers (floor) | %.1f | %.2f | 1.0 |\n", floor_s * 1e3, gb / floor_s);
+  std::printf("| DOM (parse_json) | %.1f | %.2f | %.1f |\n", dom_s * 1e3, gb / dom_s, dom_s / floor_s);
+  std::printf("| one pass (json_numbers) | %.1f | %.2f | %.1f |\n", fast_s * 1e3, gb / fast_s, fast_s / floor_s);
 }
 
 }  // namespace
@@ -58,5 +111,6 @@ int main(int argc, char** argv) {
   std::printf("| memcpy (floor) | %.1f | %.2f | 1.0 |\n", floor_s * 1e3, gb / floor_s);
   std::printf("| parse_json, copied | %.1f | %.2f | %.1f |\n", view_s * 1e3, gb / view_s, view_s / floor_s);
   std::printf("| parse_json_insitu | %.1f | %.2f | %.1f |\n", insitu_s * 1e3, gb / insitu_s, insitu_s / floor_s);
+  numbers(mib / 4, runs);
   return 0;
 }

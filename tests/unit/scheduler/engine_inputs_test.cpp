@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -98,9 +99,11 @@ TEST(EngineInputs, TheBodysChargeIsReleasedBeforeTheCallerWakes) {
     JobSpec spec = step_with(f32({4}, {1, 1, 1, 1}));
     spec.body_charge = std::shared_ptr<void>(nullptr, [a = t.account](void*) { a->release(1000); });
     // What the tenant holds when the job's caller is woken (its done callback).
-    int64_t at_wake = -1;
-    std::shared_ptr<Job> job = e.run_async(t, std::move(spec), [&t, &at_wake](Job&) { at_wake = t.account->used(); });
-    job->wait();
+    std::promise<int64_t> woke;
+    std::future<int64_t> at = woke.get_future();
+    std::shared_ptr<Job> job = e.run_async(t, std::move(spec), [&t, &woke](Job&) { woke.set_value(t.account->used()); });
+    ASSERT_EQ(at.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    const int64_t at_wake = at.get();
     EXPECT_EQ(job->state(), fail ? JobState::kFailed : JobState::kSucceeded);
     // Succeeded: w and its new momentum buffer (16 bytes); failed: as before.
     EXPECT_EQ(at_wake, fail ? before : before + 16) << (fail ? "failed" : "succeeded");

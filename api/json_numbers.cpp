@@ -35,7 +35,8 @@ size_t numbers_array_end(std::string_view s, size_t at) {
   while (const void* found = std::memchr(p, ']', static_cast<size_t>(end - p))) {
     const char* close = static_cast<const char*>(found);
     for (const void* o = std::memchr(p, '[', static_cast<size_t>(close - p)); o != nullptr;
-         o = std::memchr(static_cast<const char*>(o) + 1, '[', static_cast<size_t>(close - static_cast<const char*>(o) - 1))) {
+         o = std::memchr(static_cast<const char*>(o) + 1, '[',
+                         static_cast<size_t>(close - static_cast<const char*>(o) - 1))) {
       ++depth;
     }
     if (--depth == 0) return static_cast<size_t>(close - base) + 1;

@@ -49,6 +49,56 @@ TEST(JsonNumbers, FlatAndNestedDataMatchTheDomBitForBit) {
   expect_same_as_dom("{\"dtype\": \"float32\", \"data\": [16777217, 16777219, 3.4028235e38, 1e-45]}");
 }
 
+// Short decimals take the exact path (a mantissa of at most 2^53 times or
+// over a power of ten of at most 22); the rest go to from_chars. Either way
+// the DOM path's double, bit for bit, on both sides of every bound.
+TEST(JsonNumbers, ShortDecimalsOnEitherSideOfTheExactPathsBounds) {
+  std::mt19937_64 rng(12);
+  std::string data = "[";
+  auto add = [&data](const std::string& lit) { data += (data.size() > 1 ? ", " : "") + lit; };
+  for (const char* lit : {"0.5",
+                          "-0.0",
+                          "0.000",
+                          "1.0e0",
+                          "0e-400",
+                          "0.1",
+                          "0.3",
+                          "-2.675",
+                          "9007199254740992.0",
+                          "9007199254740993.0",
+                          "9007199254740993e-5",
+                          "1e22",
+                          "1e23",
+                          "1.5e22",
+                          "1e-22",
+                          "1e-23",
+                          "123456789012345678",
+                          "1234567890123456789",
+                          "999999999999999999",
+                          "-999999999999999999",
+                          "0.1234567890123456789",
+                          "1234567890.1234567890",
+                          "4.9e-324",
+                          "2.2250738585072014e-308",
+                          "1E+2",
+                          "1e-0",
+                          "100000000000000000000000e-22",
+                          "0.0000000000000000000000000001"}) {
+    add(lit);
+  }
+  for (int i = 0; i < 3000; ++i) {
+    const uint64_t m = rng() >> (rng() % 64);
+    const int e = static_cast<int>(rng() % 61) - 30;
+    const int point = static_cast<int>(rng() % 21);
+    std::string digits = std::to_string(m);
+    if (point > 0 && static_cast<size_t>(point) < digits.size()) digits.insert(digits.size() - point, ".");
+    add((i % 2 ? "-" : "") + digits + (i % 3 ? "e" + std::to_string(e) : ""));
+  }
+  data += "]";
+  expect_same_as_dom("{\"dtype\": \"float64\", \"data\": " + data + "}");
+  expect_same_as_dom("{\"dtype\": \"float32\", \"data\": " + data + "}");
+}
+
 TEST(JsonNumbers, AnythingElseIsLeftToTheDomPath) {
   for (const char* body : {
            "{\"dtype\": \"float32\", \"data\": [1, true]}",                         // a bool

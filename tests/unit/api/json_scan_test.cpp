@@ -22,14 +22,14 @@ TEST(JsonScan, FindsTheTopLevelKeysValue) {
 
 TEST(JsonScan, SkipsStringsWithEscapedQuotesAndBrackets) {
   EXPECT_EQ(top_level_value(R"({"x": "\"k\": {[", "k": 2})", "k"), 24u);
-  EXPECT_EQ(top_level_value(R"({"x": "a\\", "k": 2})", "k"), 18u);   // an escaped backslash ends the run
+  EXPECT_EQ(top_level_value(R"({"x": "a\\", "k": 2})", "k"), 18u);     // an escaped backslash ends the run
   EXPECT_EQ(top_level_value(R"({"x": "a\\\"}", "k": 2})", "k"), 21u);  // then an escaped quote
   EXPECT_EQ(top_level_value(R"({"\"k": 1, "k": 2})", "k"), 16u);       // a key holding an escape
 }
 
 TEST(JsonScan, SaysWhenTheTextEndsTooSoonOrHasNoSuchKey) {
-  for (const std::string s : {"", "  ", "{", R"({"k)", R"({"k")", R"({"k" )", R"({"k":)", R"({"k": )",
-                              R"({"x": "a)", R"({"x": {"k": 1)"}) {
+  for (const std::string s :
+       {"", "  ", "{", R"({"k)", R"({"k")", R"({"k" )", R"({"k":)", R"({"k": )", R"({"x": "a)", R"({"x": {"k": 1)"}) {
     EXPECT_EQ(top_level_value(s, "k"), kJsonMore) << s;
   }
   for (const std::string s : {"[", R"(["k", 1])", "1", R"({"x": 1})", R"({"x": {"k": 1}} , "k": 2)", "{}"}) {

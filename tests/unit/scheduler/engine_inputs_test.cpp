@@ -101,7 +101,8 @@ TEST(EngineInputs, TheBodysChargeIsReleasedBeforeTheCallerWakes) {
     // What the tenant holds when the job's caller is woken (its done callback).
     std::promise<int64_t> woke;
     std::future<int64_t> at = woke.get_future();
-    std::shared_ptr<Job> job = e.run_async(t, std::move(spec), [&t, &woke](Job&) { woke.set_value(t.account->used()); });
+    std::shared_ptr<Job> job =
+        e.run_async(t, std::move(spec), [&t, &woke](Job&) { woke.set_value(t.account->used()); });
     ASSERT_EQ(at.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     const int64_t at_wake = at.get();
     EXPECT_EQ(job->state(), fail ? JobState::kFailed : JobState::kSucceeded);

@@ -1,6 +1,9 @@
 #include "api/json_numbers.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cfloat>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -49,6 +52,58 @@ size_t numbers_array_end(std::string_view s, size_t at) {
 constexpr double kExactPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+// Whether the 8 characters at `p` are all digits; if so their value in
+// `*value`. Each step adds neighbours within the word: bytes to pairs
+// (x10), pairs to fours (x100), fours to the eight (x10000); no lane
+// carries into the next.
+bool eight_digits(const char* p, uint64_t* value) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);  // p[0] in the low byte (little-endian, checked below)
+  const uint64_t d = v - 0x3030303030303030;
+  // Every byte in '0'..'9': the high nibble 3, and adding 6 keeps it 3.
+  if ((v & 0xf0f0f0f0f0f0f0f0) != 0x3030303030303030 ||
+      ((v + 0x0606060606060606) & 0xf0f0f0f0f0f0f0f0) != 0x3030303030303030) {
+    return false;
+  }
+  uint64_t x = (d * 10 + (d >> 8)) & 0x00ff00ff00ff00ff;  // 2-digit values in bytes 0, 2, 4, 6
+  x = (x * 100 + (x >> 16)) & 0x0000ffff0000ffff;         // 4-digit values in 16-bit lanes 0 and 2
+  *value = (x * 10000 + (x >> 32)) & 0xffffffff;
+  return true;
+}
+static_assert(std::endian::native == std::endian::little, "eight_digits reads the first character from the low byte");
+
+// m * 10^e10 correctly rounded to a double, for a mantissa past 2^53 (the
+// 17-digit text of a double): one multiplication or division in x87's
+// 64-bit mantissa (m and 10^|e10| <= 10^27 exact there, so one rounding),
+// then to 53 bits. That second rounding is the correct one unless the
+// extended result lies within one of its units of a point halfway between
+// two doubles (its 11 dropped bits 0x3ff..0x401): then false, from_chars
+// decides. The range keeps every result normal. x86-64 only (elsewhere
+// false).
+bool extended_exact(uint64_t m, int e10, double* out) {
+#if defined(__x86_64__) && LDBL_MANT_DIG == 64
+  static const auto kPow10 = [] {
+    std::array<long double, 28> p{};
+    p[0] = 1.0L;
+    for (size_t i = 1; i < p.size(); ++i) p[i] = p[i - 1] * 10.0L;  // exact: 5^27 < 2^64
+    return p;
+  }();
+  const auto v = static_cast<long double>(m);
+  const long double r = e10 >= 0 ? v * kPow10[static_cast<size_t>(e10)] : v / kPow10[static_cast<size_t>(-e10)];
+  uint64_t bits;
+  std::memcpy(&bits, &r, sizeof bits);  // the x87 significand, integer bit included
+  const uint64_t dropped = bits & 0x7ff;
+  if (dropped >= 0x3ff && dropped <= 0x401) return false;
+  *out = static_cast<double>(r);
+  return true;
+#else
+  (void)m;
+  (void)e10;
+  (void)out;
+  return false;
+#endif
+}
+
 class Reader {
  public:
   Reader(const char* p, const char* end) : p_(p), end_(end) {}
@@ -87,20 +142,12 @@ class Reader {
     if (neg) ++q;
     if (q >= end_) return false;
     uint64_t m = 0;
-    int sig = 0;  // significant digits in m (leading zeros are not)
-    auto digit = [&](char c) {
-      if (sig < 19) {
-        m = m * 10 + static_cast<uint64_t>(c - '0');
-        sig += m != 0 ? 1 : 0;
-      } else {
-        sig = 20;  // more than m holds: from_chars
-      }
-    };
+    int sig = 0;  // significant digits in m (leading zeros are not); 20: more than m holds
     const char* digits = q;
     if (*q == '0') {
       ++q;
     } else if (*q >= '1' && *q <= '9') {
-      while (q < end_ && is_digit(*q)) digit(*q++);
+      q = take_digits(q, m, sig);
       // RapidJSON refuses an integer part near DBL_MAX: left to it.
       if (q - digits > 300) return false;
     } else {
@@ -113,7 +160,7 @@ class Reader {
       ++q;
       if (q >= end_ || !is_digit(*q)) return false;
       const char* frac = q;
-      while (q < end_ && is_digit(*q)) digit(*q++);
+      q = take_digits(q, m, sig);
       e10 = -(q - frac);
     }
     if (q < end_ && (*q == 'e' || *q == 'E')) {
@@ -145,6 +192,10 @@ class Reader {
         *out = neg ? -r : r;
         return true;
       }
+      if (!integral && e10 >= -27 && e10 <= 27 && extended_exact(m, static_cast<int>(e10), out)) {
+        if (neg) *out = -*out;
+        return true;
+      }
     }
     if (integral) {
       if (neg) {
@@ -173,6 +224,34 @@ class Reader {
   }
 
  private:
+  // The digits from `q` into the mantissa `m` (sig: as number() keeps it),
+  // eight at a time while eight are digits; returns the first non-digit.
+  const char* take_digits(const char* q, uint64_t& m, int& sig) const {
+    if (sig == 0) {
+      while (q < end_ && *q == '0') ++q;  // leading zeros: not significant
+    }
+    uint64_t eight = 0;
+    while (end_ - q >= 8 && eight_digits(q, &eight)) {
+      if (sig <= 11) {
+        m = m * 100000000 + eight;
+        sig += 8;
+      } else {
+        sig = 20;
+      }
+      q += 8;
+    }
+    while (q < end_ && is_digit(*q)) {
+      if (sig < 19) {
+        m = m * 10 + static_cast<uint64_t>(*q - '0');
+        ++sig;
+      } else {
+        sig = 20;
+      }
+      ++q;
+    }
+    return q;
+  }
+
   const char* p_;
   const char* end_;
 };

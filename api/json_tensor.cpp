@@ -460,9 +460,12 @@ Tensor tensor_from_json_string(std::string_view json, const std::string& what) {
 
 // The text of the top-level object's "b64" string value in a JSON body,
 // when it is at least kInPlaceB64Bytes and holds no escape, else empty.
-// Only the few bytes before it are scanned as JSON (for its depth); the
+// Only the bytes before it are scanned as JSON (for its depth); the
 // value's end is one memchr.
 std::string_view top_level_b64_value(std::string_view body) {
+  // A body without the key's text (numeric data) is searched once, fast,
+  // not scanned as JSON to its end.
+  if (body.find("\"b64\"") == std::string_view::npos) return {};
   const size_t at = top_level_value(body, "b64");
   if (at == kJsonMore || at == kJsonAbsent || body[at] != '"') return {};  // the parser says what it is
   const size_t start = at + 1;

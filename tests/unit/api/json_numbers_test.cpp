@@ -3,6 +3,7 @@
 // DOM path gives, bit for bit, and leaves everything else to the DOM path.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -93,6 +94,42 @@ TEST(JsonNumbers, ShortDecimalsOnEitherSideOfTheExactPathsBounds) {
     std::string digits = std::to_string(m);
     if (point > 0 && static_cast<size_t>(point) < digits.size()) digits.insert(digits.size() - point, ".");
     add((i % 2 ? "-" : "") + digits + (i % 3 ? "e" + std::to_string(e) : ""));
+  }
+  // Long mantissas (the x87 path, api/json_numbers.cpp extended_exact):
+  // doubles of every magnitude it takes written with 16 to 19 digits.
+  std::uniform_real_distribution<double> unit(1.0, 10.0);
+  for (int i = 0; i < 4000; ++i) {
+    const double v = unit(rng) * std::pow(10.0, static_cast<int>(rng() % 51) - 25);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*e", 15 + static_cast<int>(rng() % 4), v);
+    add(buf);
+  }
+  // Midpoints between neighbouring doubles above 2^54 are integers of at
+  // most 19 digits: written with an exponent, they take the x87 path,
+  // which must leave them (and their neighbours) to from_chars's ties.
+  for (int i = 0; i < 2000; ++i) {
+    const int k = 54 + static_cast<int>(rng() % 9);
+    const uint64_t v = (uint64_t{1} << k) + ((rng() >> 12) << (k - 52));  // a double in [2^k, 2^(k+1))
+    const uint64_t mid = v + (uint64_t{1} << (k - 53));
+    const uint64_t nudge = i % 3 == 0 ? 0 : rng() % 3;
+    add(std::to_string(mid - nudge) + "e0");
+    add(std::to_string(mid + nudge) + "0e-1");
+  }
+  // Where the x87 result itself rounds onto a halfway point: m * 10 = mid
+  // +- 2 for a midpoint `mid` near 2^66 (the doubles there are 2^14
+  // apart, x87's 64-bit mantissa 4 apart), so only the refusal keeps the
+  // tie from going the wrong way.
+  // mid = 2^13 q, q odd in [2^53, 2^54); m = (mid +- 2) / 10 =
+  // (4096 q +- 1) / 5 when that is whole, computed in 64 bits as
+  // 4096 (q / 5) + (4096 (q % 5) +- 1) / 5. (Fails without the refusal.)
+  for (int found = 0; found < 500;) {
+    const uint64_t q = (uint64_t{1} << 53) + (rng() >> 11) * 2 % (uint64_t{1} << 53) + 1;
+    for (const int sign : {-1, 1}) {
+      const int64_t low = 4096 * static_cast<int64_t>(q % 5) + sign;
+      if (low % 5 != 0) continue;
+      add(std::to_string(4096 * (q / 5) + static_cast<uint64_t>(low / 5)) + "e1");
+      ++found;
+    }
   }
   data += "]";
   expect_same_as_dom("{\"dtype\": \"float64\", \"data\": " + data + "}");

@@ -18,9 +18,12 @@ from conftest import Server, _stop_and_check
 from test_graphs import metric_value
 
 
-def safetensors_body(arr, name="x", promise=None):
+def safetensors_body(arr, name="x", promise=None, metadata=None):
     nbytes = arr.nbytes if promise is None else promise
-    header = json.dumps({name: {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [0, nbytes]}}).encode()
+    header = {name: {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [0, nbytes]}}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    header = json.dumps(header).encode()
     header += b" " * (-len(header) % 8)
     return struct.pack("<Q", len(header)) + header + arr.tobytes()
 

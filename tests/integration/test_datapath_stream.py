@@ -7,7 +7,6 @@ server still serving."""
 import base64
 import json
 import socket
-import struct
 import time
 
 import numpy as np
@@ -208,6 +207,26 @@ def send_until_answered(s, method, path, body, ctype):
         k.close()
 
 
+def store_held(s, auth, name, seed):
+    """PUTs 16 MiB of q's quota of 24 as stored tensor `name`; returns it."""
+    held = np.random.default_rng(seed).standard_normal(4 << 20).astype(np.float32)
+    r = requests.put(s.url + "/v1/tensors/" + name, data=safetensors_body(held), timeout=60,
+                     headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
+    assert r.status_code == 201, r.text
+    return held
+
+
+def assert_refused_early(s, method, path, body, ctype, q_memory, held_bytes):
+    """`body` (past q's quota) is answered 429 quota_exceeded at least
+    1 MiB before it is all sent, and q's memory settles back to
+    `held_bytes`."""
+    got, sent = send_until_answered(s, method, path, body, ctype)
+    assert got.split()[1] == b"429", (method, path, ctype, got[:300])
+    assert b"quota_exceeded" in got, got[:600]
+    assert sent < len(body) - (1 << 20), "answered only after the whole body (%s %s %s)" % (method, path, ctype)
+    assert settle_to(q_memory, held_bytes) == held_bytes
+
+
 def test_an_upload_counts_against_the_quota_as_it_arrives():
     """A tensor upload is charged to its tenant while its body arrives
     (HttpServer::set_body_accounts): one that would pass the quota is
@@ -216,20 +235,13 @@ def test_an_upload_counts_against_the_quota_as_it_arrives():
     fits is charged once (its stored tensor's bytes)."""
     s, auth, q_memory = quota_server("datapath-quota")
     try:
-        fits = np.random.default_rng(5).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
-        r = requests.put(s.url + "/v1/tensors/fits", data=safetensors_body(fits), timeout=60,
-                         headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
-        assert r.status_code == 201, r.text
+        fits = store_held(s, auth, "fits", 5)
         assert q_memory() == fits.nbytes
         # 64 MiB more would pass 24 MiB; far more than the socket buffers hold.
         big = np.ones(16 << 20, np.float32)
         for body, ctype in [(safetensors_body(big), "application/vnd.safetensors"),
                             (b64_body(big), "application/json")]:
-            got, sent = send_until_answered(s, "PUT", "/v1/tensors/big", body, ctype)
-            assert got.split()[1] == b"429", got[:300]
-            assert b"quota_exceeded" in got, got[:600]
-            assert sent < len(body), "answered only after the whole body (%s)" % ctype
-            assert settle_to(q_memory, fits.nbytes) == fits.nbytes
+            assert_refused_early(s, "PUT", "/v1/tensors/big", body, ctype, q_memory, fits.nbytes)
         assert requests.get(s.url + "/v1/tensors/big", headers=auth, timeout=10).status_code == 404
         # Replacing the stored tensor with one of its size still fits (the
         # body's charge is handed to the stored tensor, not added to it).
@@ -246,11 +258,7 @@ def run_bodies(arr):
     request = {"program": {"inputs": {"a": {"dtype": "float32", "shape": list(arr.shape)}},
                            "nodes": [{"id": "s", "op": "sum", "args": ["a"], "outputs": ["t"]}],
                            "outputs": ["t"]}}
-    header = {"__metadata__": {"request": json.dumps(request)},
-              "a": {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [0, arr.nbytes]}}
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    st = struct.pack("<Q", len(h)) + h + arr.tobytes()
+    st = safetensors_body(arr, name="a", metadata={"request": json.dumps(request)})
     request["inputs"] = {"a": {"dtype": "float32", "shape": list(arr.shape),
                                "b64": base64.b64encode(arr.tobytes()).decode()}}
     return [(st, "application/vnd.safetensors"), (json.dumps(request).encode(), "application/json")]
@@ -264,23 +272,14 @@ def test_run_and_upload_bodies_count_against_the_quota_as_they_arrive():
     released with them; an upload that fits is charged once."""
     s, auth, q_memory = quota_server("datapath-quota-run")
     try:
-        held = np.random.default_rng(6).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
-        r = requests.put(s.url + "/v1/tensors/held", data=safetensors_body(held), timeout=60,
-                         headers=dict(auth, **{"Content-Type": "application/vnd.safetensors"}))
-        assert r.status_code == 201, r.text
+        held = store_held(s, auth, "held", 6)
         # 64 MiB more would pass 24 MiB; far more than the socket buffers hold.
         big = np.ones(16 << 20, np.float32)
         for path in ["/v1/run", "/v1/jobs"]:
             for body, ctype in run_bodies(big):
-                got, sent = send_until_answered(s, "POST", path, body, ctype)
-                assert got.split()[1] == b"429", (path, ctype, got[:300])
-                assert b"quota_exceeded" in got, got[:600]
-                assert sent < len(body), "answered only after the whole body (%s %s)" % (path, ctype)
-                assert settle_to(q_memory, held.nbytes) == held.nbytes
-        got, sent = send_until_answered(s, "POST", "/v1/tensors:upload", safetensors_body(big, name="big"),
-                                        "application/vnd.safetensors")
-        assert got.split()[1] == b"429" and sent < big.nbytes, got[:300]
-        assert settle_to(q_memory, held.nbytes) == held.nbytes
+                assert_refused_early(s, "POST", path, body, ctype, q_memory, held.nbytes)
+        assert_refused_early(s, "POST", "/v1/tensors:upload", safetensors_body(big, name="big"),
+                             "application/vnd.safetensors", q_memory, held.nbytes)
         # Bodies that fit run, and their charge goes with the job's inputs.
         small = np.full(1 << 20, 0.5, np.float32)  # 4 MiB
         for body, ctype in run_bodies(small):

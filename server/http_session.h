@@ -71,7 +71,9 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // that passes its quota: the request is answered 429 and closed.
   bool charge_body(size_t held, bool last);
   void release_body_charge();
-  void keep_body_charge();  // the finished body's charge to body_charge_
+  // The body is all read: the low-water watch stopped, the mark back to 1,
+  // its charge kept in body_charge_ for handle_request.
+  void end_body_read();
   // Stops reading a large body: its buffers back to the pool, its charge
   // released.
   void drop_body();

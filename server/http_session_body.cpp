@@ -162,7 +162,9 @@ void HttpSession::release_body_charge() {
   body_charged_ = 0;
 }
 
-void HttpSession::keep_body_charge() {
+void HttpSession::end_body_read() {
+  watch_low_water(false);
+  set_low_water(1);
   if (body_account_ && body_charged_ > 0) {
     body_charge_ = std::shared_ptr<void>(
         nullptr, [account = body_account_, n = static_cast<int64_t>(body_charged_)](void*) { account->release(n); });
@@ -188,9 +190,7 @@ void HttpSession::read_body_direct() {
   const bool done = direct_got_ == direct_body_.size();
   if (!charge_body(direct_got_, done)) return;
   if (done) {
-    watch_low_water(false);
-    keep_body_charge();
-    set_low_water(1);
+    end_body_read();
     parser_->get().body() = std::move(direct_body_);
     direct_body_ = {};
     return handle_request();
@@ -214,9 +214,7 @@ void HttpSession::read_body_stream() {
   JsonB64Stream& in = *b64_stream_;
   if (!charge_body(in.out_size(), in.done())) return;
   if (in.done()) {
-    watch_low_water(false);
-    keep_body_charge();
-    set_low_water(1);
+    end_body_read();
     parser_->get().body() = in.take_json();
     streamed_bytes_ = in.length();
     if (in.decoded()) {

@@ -1,6 +1,7 @@
 # The commands people type (DuckDB style). Everything goes through CMake
-# presets; Python always means Debian's /usr/bin/python3 (numpy, torch,
-# pytest live there).
+# presets (each names its generator, Ninja); Python means Debian's
+# /usr/bin/python3 (numpy, torch, pytest live there) or the test venv built
+# over it (TEST_PY).
 PY        ?= /usr/bin/python3
 JOBS      ?= $(shell nproc)
 ARGS      ?=
@@ -10,24 +11,41 @@ export CCACHE_DIR ?= $(HOME)/.ccache
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps build run test unit integration asan tsan fuzz bench clean gpu help format format-check tidy
+# The Python that runs the integration suite: the test venv (Debian's
+# python3 and its packages, plus tritonclient and perf_analyzer from PyPI,
+# pinned: scripts/install-pytools.sh).
+TEST_PY   ?= $(CURDIR)/build/venv/bin/python
+
+.PHONY: all deps pytools build debug run test test-all unit integration asan asan-build tsan fuzz bench clean gpu help format format-check tidy
 
 all: build
 
 help:
 	@echo "make run [ARGS=...]   install deps, build Release, start on 127.0.0.1:8080"
-	@echo "make test             install deps, build, run unit + integration tests, then the ASan run"
-	@echo "make unit | integration | asan | tsan | fuzz | gpu | bench | clean"
+	@echo "make test             what CI runs: format-check, tidy, the Release build and its unit and gpu"
+	@echo "                      tests, the clang ASan+UBSan build (server, unit tests, fuzz targets) with the"
+	@echo "                      integration suite against its server, TSan unit tests, the fuzzers"
+	@echo "make test-all         make test, then the integration suite again against the Release server"
+	@echo "make unit | integration (Release server) | asan | tsan | fuzz | gpu | bench | debug | clean"
 	@echo "make format | format-check | tidy   clang-format, its check and the file-size check, clang-tidy"
 
 deps:
 	@bash scripts/install-deps.sh
 
+pytools: deps
+	@bash scripts/install-pytools.sh
+
 build/build.ninja:
-	cmake --preset release -G Ninja
+	cmake --preset release
 
 build: deps build/build.ninja
 	cmake --build build -j$(JOBS)
+
+build-debug/build.ninja:
+	cmake --preset debug
+
+debug: deps build-debug/build.ninja
+	cmake --build build-debug -j$(JOBS)
 
 run: build
 	./build/tensord $(ARGS)
@@ -41,43 +59,58 @@ gpu: build
 	@ctest --test-dir build -V -L gpu > build/gpu-tests.log 2>&1; rc=$$?; \
 	  grep -E "Test +#|Skipped|no CUDA|tests passed|Failed" build/gpu-tests.log; exit $$rc
 
-integration: build
-	cd tests/integration && TENSORD_BIN=$(CURDIR)/build/tensord $(PY) -m pytest -q -p no:cacheprovider
+# The integration suite against the Release server (make test runs it once,
+# against the ASan server: see asan).
+integration: build pytools
+	cd tests/integration && TENSORD_BIN=$(CURDIR)/build/tensord $(TEST_PY) -m pytest -q -p no:cacheprovider
 
-# ASan + UBSan: the server binary and the parser-heavy unit tests, then the
-# whole integration suite against the instrumented binary (leaks fail it:
-# the fixture checks the exit status after SIGTERM).
+# One clang build with ASan + UBSan and libFuzzer's coverage (the asan
+# preset): the server, the parser-heavy unit tests and the fuzz targets share
+# its objects. The preset's -fsanitize-ignorelist= names an absolute path,
+# which would keep ccache from reusing objects across checkouts
+# (CCACHE_BASEDIR does not rewrite it): left out of the hash
+# (tests/fuzz/sanitizer_ignorelist.txt rarely changes; after editing it,
+# rebuild with CCACHE_RECACHE=1).
 build-asan/build.ninja:
-	cmake --preset asan -G Ninja
+	cmake --preset asan
 
-asan: deps build-asan/build.ninja
-	cmake --build build-asan -j$(JOBS) --target tensord api_tests graphs_tests scheduler_tests
-	for t in api graphs scheduler; do ASAN_OPTIONS=detect_leaks=1 ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
+asan-build: deps build-asan/build.ninja
+	CCACHE_IGNOREOPTIONS='-fsanitize-ignorelist=*' cmake --build build-asan -j$(JOBS) \
+	  --target tensord api_tests graphs_tests scheduler_tests server_tests fuzz_targets
+
+# The unit tests above, then the whole integration suite against the
+# instrumented server (leaks fail it: the fixture checks the exit status
+# after SIGTERM, and sanitizer reports in its stderr).
+asan: asan-build pytools
+	for t in api graphs scheduler server; do ASAN_OPTIONS=detect_leaks=1 ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 	cd tests/integration && ASAN_OPTIONS=detect_leaks=1 TENSORD_BIN=$(CURDIR)/build-asan/tensord TENSORD_SANITIZED=1 \
-	  $(PY) -m pytest -q -p no:cacheprovider
+	  $(TEST_PY) -m pytest -q -p no:cacheprovider
 
 build-tsan/build.ninja:
-	cmake --preset tsan -G Ninja
+	cmake --preset tsan
 
+TSAN_TESTS = scheduler graphs streams dist server
 tsan: deps build-tsan/build.ninja
-	cmake --build build-tsan -j$(JOBS) --target scheduler_tests graphs_tests streams_tests
-	for t in scheduler graphs streams; do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
+	cmake --build build-tsan -j$(JOBS) --target $(addsuffix _tests,$(TSAN_TESTS))
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 
-# libFuzzer targets (tests/fuzz, clang + ASan + UBSan): each runs FUZZ_SECONDS
-# on a copy of its seed corpus; a crash fails (input in build-fuzz/fuzz/artifacts/).
+# libFuzzer targets (tests/fuzz, built by asan-build): each runs FUZZ_SECONDS
+# on a copy of its seed corpus; a crash fails (input in build-asan/fuzz/artifacts/).
 FUZZ_SECONDS ?= 25
-build-fuzz/build.ninja:
-	cmake --preset fuzz -G Ninja
-
-# The preset's -fsanitize-ignorelist= names an absolute path, which would keep
-# ccache from reusing objects across checkouts (CCACHE_BASEDIR does not
-# rewrite it): left out of the hash (tests/fuzz/sanitizer_ignorelist.txt
-# rarely changes; after editing it, rebuild with CCACHE_RECACHE=1).
-fuzz: deps build-fuzz/build.ninja
-	CCACHE_IGNOREOPTIONS='-fsanitize-ignorelist=*' cmake --build build-fuzz -j$(JOBS) --target fuzz_targets
+fuzz: asan-build
 	tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS) $(JOBS)
 
-test: format-check tidy unit gpu integration asan tsan fuzz
+# Each stage's wall time goes to build/test-times.txt (printed at the end).
+STAGES = format-check tidy unit gpu asan tsan fuzz
+test: deps
+	@mkdir -p build; : > build/test-times.txt; t0=$$(date +%s); \
+	for s in $(STAGES); do \
+	  ts=$$(date +%s); $(MAKE) --no-print-directory $$s || exit 1; \
+	  echo "make test: $$s $$(( $$(date +%s) - ts )) s" >> build/test-times.txt; \
+	done; \
+	cat build/test-times.txt; echo "make test: all stages passed in $$(( $$(date +%s) - t0 )) s"
+
+test-all: test integration
 
 bench: build
 	@if [ -x build/bench/tensord_bench ]; then ./build/bench/tensord_bench; fi
@@ -105,9 +138,10 @@ format-check: deps
 # clang-tidy's curated set (.clang-tidy: bugprone, performance, the naming
 # rules of STYLE.md), warnings as errors, over the project's .cpp files in
 # the Release build's compile database (scripts/run-tidy.sh says which).
-# About 4 s of CPU per file: ~5 minutes on 2 cores.
+# About 4 s of CPU per file: ~5 minutes on 2 cores, for the files whose
+# key changed (scripts/tidy_keys.py; the rest were clean before).
 tidy: deps build/build.ninja
 	@scripts/run-tidy.sh build $(JOBS)
 
 clean:
-	rm -rf build build-debug build-asan build-tsan build-fuzz
+	rm -rf build build-debug build-asan build-tsan

@@ -90,6 +90,8 @@ struct Params {
   std::optional<bool> binary_data;
   std::optional<bool> binary_data_output;
   std::optional<int64_t> timeout;
+  std::optional<std::string> shm_region;
+  std::optional<int64_t> shm_offset, shm_byte_size;
 };
 
 Params params_from_json(const Value& v, const std::string& what) {
@@ -107,11 +109,29 @@ Params params_from_json(const Value& v, const std::string& what) {
     } else if (key == "timeout") {
       if (!x.IsInt64() || x.GetInt64() < 0) bad(what + ": timeout must be a non-negative integer (microseconds)");
       p.timeout = x.GetInt64();
+    } else if (key == "shared_memory_region") {
+      if (!x.IsString() || x.GetStringLength() == 0) bad(what + ": shared_memory_region must be a region's name");
+      p.shm_region = str(x);
+    } else if (key == "shared_memory_offset" || key == "shared_memory_byte_size") {
+      if (!x.IsInt64() || x.GetInt64() < 0) bad(what + ": " + key + " must be a non-negative integer");
+      (key == "shared_memory_offset" ? p.shm_offset : p.shm_byte_size) = x.GetInt64();
     } else if (key.starts_with("shared_memory_") || key == "classification") {
-      bad(what + ": parameter " + key + " is not supported (extensions: binary_tensor_data)");
+      bad(what + ": parameter " + key + " is not supported (extensions: binary_tensor_data, system_shared_memory)");
     }
   }
   return p;
+}
+
+// A tensor's place in a shared memory region, from its parameters; nullopt
+// when it names none. byte_size is required.
+std::optional<KServeShmRef> shm_ref(const Params& p, const std::string& what) {
+  if (!p.shm_region) {
+    if (p.shm_offset || p.shm_byte_size) bad(what + ": shared_memory_offset/byte_size without shared_memory_region");
+    return std::nullopt;
+  }
+  if (!p.shm_byte_size) bad(what + ": shared_memory_region without shared_memory_byte_size");
+  return KServeShmRef{*p.shm_region, static_cast<uint64_t>(p.shm_offset.value_or(0)),
+                      static_cast<uint64_t>(*p.shm_byte_size)};
 }
 
 struct BinaryInput {
@@ -119,7 +139,9 @@ struct BinaryInput {
   size_t bytes;
 };
 
-void check_bool_bytes(const Tensor& t, const std::string& name) {
+}  // namespace
+
+void check_kserve_bool_bytes(const Tensor& t, const std::string& name) {
   const auto* p = static_cast<const unsigned char*>(t.data());
   for (size_t i = 0; i < t.nbytes(); ++i) {
     if (p[i] > 1)
@@ -127,8 +149,6 @@ void check_bool_bytes(const Tensor& t, const std::string& name) {
           ", not 0 or 1");
   }
 }
-
-}  // namespace
 
 std::optional<std::string_view> kserve_datatype(DType t) {
   for (const auto& [dt, name] : kDatatypes) {
@@ -156,7 +176,7 @@ void check_kserve_dtypes(const KServeModel& m) {
   }
 }
 
-std::string kserve_server_metadata_json(const std::string& version) {
+std::string kserve_server_metadata_json(const std::string& version, const std::vector<std::string_view>& extensions) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
@@ -166,7 +186,7 @@ std::string kserve_server_metadata_json(const std::string& version) {
   write_string(w, version);
   w.Key("extensions");
   w.StartArray();
-  w.String("binary_tensor_data");
+  for (std::string_view e : extensions) write_string(w, e);
   w.EndArray();
   w.EndObject();
   return json_text(sb);
@@ -294,7 +314,17 @@ KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_
     if (shape != info->meta.shape) {
       bad(what + ": shape " + shape_str(shape) + ", the model takes " + shape_str(info->meta.shape));
     }
-    if (p.binary_data_size) {
+    if (auto ref = shm_ref(p, what)) {
+      if (data_v || p.binary_data_size) {
+        bad(what + ": give one of \"data\", binary_data_size or shared_memory_region");
+      }
+      if (ref->byte_size != info->meta.nbytes()) {
+        bad(what + ": shared_memory_byte_size " + std::to_string(ref->byte_size) + " disagrees with " +
+            std::string(want_dt) + shape_str(shape) + " (" + std::to_string(info->meta.nbytes()) + " bytes)");
+      }
+      r.shm_inputs.push_back({name, std::move(*ref)});
+      r.inputs.emplace(name, Tensor{});  // filled from the region by the caller
+    } else if (p.binary_data_size) {
       if (data_v) bad(what + ": give either \"data\" or parameters.binary_data_size, not both");
       if (static_cast<size_t>(*p.binary_data_size) != info->meta.nbytes()) {
         bad(what + ": binary_data_size " + std::to_string(*p.binary_data_size) + " disagrees with " +
@@ -320,7 +350,7 @@ KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_
     const TensorMeta& meta = find_info(m.inputs, b.name)->meta;
     Tensor t = Tensor::empty_host(meta.dtype, meta.shape);
     if (b.bytes) std::memcpy(t.data(), body.data() + pos, b.bytes);
-    if (meta.dtype == DType::kBool) check_bool_bytes(t, b.name);
+    if (meta.dtype == DType::kBool) check_kserve_bool_bytes(t, b.name);
     r.inputs[b.name] = std::move(t);
     pos += b.bytes;
   }
@@ -353,10 +383,14 @@ KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_
         bad("unknown output " + quoted(*name) + "; the model's outputs are " + names_of(m.outputs));
       }
       if (!seen.insert(*name).second) bad("output " + quoted(*name) + " requested twice");
-      r.outputs.push_back({*name, p.binary_data.value_or(binary_default)});
+      auto ref = shm_ref(p, "output " + quoted(*name));
+      if (ref && p.binary_data.value_or(false)) {
+        bad("output " + quoted(*name) + ": binary_data and shared_memory_region both given");
+      }
+      r.outputs.push_back({*name, !ref && p.binary_data.value_or(binary_default), std::move(ref)});
     }
   } else {
-    for (const auto& t : m.outputs) r.outputs.push_back({t.name, binary_default});
+    for (const auto& t : m.outputs) r.outputs.push_back({t.name, binary_default, std::nullopt});
   }
   return r;
 }
@@ -387,7 +421,20 @@ KServeInferResponse kserve_infer_response(const std::string& model, const std::o
     w.StartArray();
     for (int64_t d : t.shape()) w.Int64(d);
     w.EndArray();
-    if (req.binary) {
+    if (req.shm) {
+      // Written into the region by the caller; the answer says where.
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("shared_memory_region");
+      write_string(w, req.shm->region);
+      w.Key("shared_memory_byte_size");
+      w.Uint64(t.nbytes());
+      if (req.shm->offset) {
+        w.Key("shared_memory_offset");
+        w.Uint64(req.shm->offset);
+      }
+      w.EndObject();
+    } else if (req.binary) {
       w.Key("parameters");
       w.StartObject();
       w.Key("binary_data_size");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,12 +37,16 @@ struct KServeModel {
 std::optional<std::string_view> kserve_datatype(DType t);
 // The dtype of a KServe datatype name (exactly as spelled above).
 std::optional<DType> dtype_from_kserve(std::string_view datatype);
+// Throws bad_request naming the input when a BOOL tensor holds a byte other
+// than 0 or 1.
+void check_kserve_bool_bytes(const Tensor& t, const std::string& name);
 // Throws bad_request naming the first input or output whose dtype KServe
 // has no datatype for: such a model answers metadata but not inference.
 void check_kserve_dtypes(const KServeModel& m);
 
-// GET /v2: {name: "tensord", version, extensions: ["binary_tensor_data"]}.
-std::string kserve_server_metadata_json(const std::string& version);
+// GET /v2: {name: "tensord", version, extensions} (the extensions the
+// routes implement, as Triton names them).
+std::string kserve_server_metadata_json(const std::string& version, const std::vector<std::string_view>& extensions);
 // GET /v2/models/{model}: {name, versions: ["1"], platform: "tensord",
 // inputs: [{name, datatype, shape}], outputs: [...]}; a dtype KServe lacks
 // shows its tensord name.
@@ -49,9 +54,23 @@ std::string kserve_model_metadata_json(const KServeModel& m);
 // GET /v2/models/{model}/ready: {name, ready: true}.
 std::string kserve_model_ready_json(const std::string& name);
 
+// A tensor's bytes in a registered system shared memory region (API.md
+// 11.1): the region's name, and the slice of it, relative to the region.
+struct KServeShmRef {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
 struct KServeOutputRequest {
   std::string name;
-  bool binary = false;  // answered with the binary tensor data extension
+  bool binary = false;              // answered with the binary tensor data extension
+  std::optional<KServeShmRef> shm;  // written into a region instead (then not binary)
+};
+
+struct KServeShmInput {
+  std::string name;
+  KServeShmRef ref;  // byte_size checked against the input's shape and datatype
 };
 
 struct KServeInferRequest {
@@ -61,7 +80,10 @@ struct KServeInferRequest {
   // the model's.
   std::vector<KServeOutputRequest> outputs;
   bool outputs_named = false;  // the request named its outputs
-  int64_t timeout_us = 0;      // parameters.timeout (microseconds); 0: none
+  // Inputs whose bytes are in shared memory: `inputs` holds an empty tensor
+  // for each, for the caller to fill from its region.
+  std::vector<KServeShmInput> shm_inputs;
+  int64_t timeout_us = 0;  // parameters.timeout (microseconds); 0: none
 };
 
 // The value of an Inference-Header-Content-Length header: nullopt when
@@ -83,7 +105,8 @@ struct KServeInferResponse {
   std::vector<Tensor> binary;
 };
 // {model_name, model_version: "1", id?, outputs: [{name, datatype, shape,
-// data | parameters: {binary_data_size}}]} for host tensors.
+// data | parameters: {binary_data_size} | parameters: {shared_memory_region,
+// shared_memory_byte_size, shared_memory_offset?}}]} for host tensors.
 KServeInferResponse kserve_infer_response(const std::string& model, const std::optional<std::string>& id,
                                           const std::vector<std::pair<KServeOutputRequest, Tensor>>& outputs);
 

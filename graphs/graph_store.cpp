@@ -224,6 +224,23 @@ size_t GraphStore::size() const {
   return graphs_.size();
 }
 
+std::vector<std::shared_ptr<CapturedGraph>> GraphStore::list(const std::string& tenant) const {
+  std::vector<std::shared_ptr<CapturedGraph>> out;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = graphs_.lower_bound({tenant, std::string()}); it != graphs_.end() && it->first.first == tenant; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<CapturedGraph>> GraphStore::list_all() const {
+  std::vector<std::shared_ptr<CapturedGraph>> out;
+  std::lock_guard<std::mutex> lk(mu_);
+  out.reserve(graphs_.size());
+  for (const auto& [key, g] : graphs_) out.push_back(g);
+  return out;
+}
+
 namespace {
 
 std::string esc(const std::string& s) {

@@ -19,6 +19,7 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/graph_pool.h"
+#include "graphs/model_stats.h"
 #include "graphs/replay_plan.h"
 #include "ops/backend.h"
 #include "ops/memory_account.h"
@@ -66,6 +67,7 @@ struct CapturedGraph {
   std::shared_ptr<ReplayPlan> plan;  // over `buffers` and chunks of `pool`
   std::string pool_id;               // the graph whose capture created the pool
   std::atomic<int64_t> replays{0};
+  ModelStats stats;  // as a KServe model (API.md 11.1)
   int64_t buffer_bytes = 0;
   std::shared_ptr<const SpmdGraph> spmd;  // null: captured without "ranks"
 
@@ -153,6 +155,10 @@ class GraphStore {
   // holds the graph.
   bool erase(const std::string& tenant, const std::string& id);
   size_t size() const;
+  // The tenant's captured graphs (captures in progress left out), by id.
+  std::vector<std::shared_ptr<CapturedGraph>> list(const std::string& tenant) const;
+  // Every tenant's (the tensord_model_* families).
+  std::vector<std::shared_ptr<CapturedGraph>> list_all() const;
 
  private:
   // Both captures: one member (`ranks` empty) or one per rank.

@@ -142,6 +142,10 @@ std::shared_ptr<CapturedGraph> GraphService::find_model(const Tenant& tenant, co
   return store_.find_by_name_or_id(tenant.name, model);
 }
 
+std::vector<std::shared_ptr<CapturedGraph>> GraphService::list(const Tenant& tenant) const {
+  return store_.list(tenant.name);
+}
+
 GraphInfo GraphService::info(const Tenant& tenant, const std::string& id) const {
   auto info = store_.info(tenant.name, id);
   if (!info) throw Error(ErrorCode::kNotFound, "graph '" + id + "' not found");

@@ -12,9 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "graphs/graph_store.h"
 #include "scheduler/job.h"
+#include "scheduler/model_metrics.h"
 
 namespace tensord {
 
@@ -56,6 +58,8 @@ class GraphService {
   void erase(Tenant& tenant, const std::string& id);
 
   GraphStore& store() { return store_; }
+  // The tenant's captured graphs (the KServe repository index and statistics).
+  std::vector<std::shared_ptr<CapturedGraph>> list(const Tenant& tenant) const;
 
  private:
   std::shared_ptr<CapturedGraph> capture(Tenant& tenant, const GraphCaptureRequest& cr, Device device);
@@ -65,6 +69,7 @@ class GraphService {
 
   Engine& engine_;
   GraphStore store_;
+  ModelMetrics model_metrics_{store_};  // after store_: leaves the collector before the store goes
 };
 
 }  // namespace tensord

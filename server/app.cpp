@@ -48,6 +48,7 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_admin_routes(*r, app);
   add_graph_routes(*r, app);
   add_kserve_routes(*r, app);
+  if (app.shm) add_shm_routes(*r, app);
   add_observability_routes(*r, app);
   return r;
 }

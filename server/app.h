@@ -24,12 +24,14 @@ class TenantRegistry;
 class JobTable;
 class Checkpointer;
 class GraphService;
+class ShmRegistry;
 
 struct AppContext {
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
   JobTable* jobs = nullptr;        // async jobs (POST /v1/jobs)
   GraphService* graphs = nullptr;  // captured graphs (/v1/graphs, KServe /v2)
+  ShmRegistry* shm = nullptr;      // system shared memory regions (KServe /v2/systemsharedmemory)
   std::string version;
   Checkpointer* checkpointer = nullptr;  // POST /v1/checkpoint (off without --state-dir)
   size_t max_body_bytes = 0;

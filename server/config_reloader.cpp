@@ -87,6 +87,9 @@ bool reload_config(const ReloadTarget& target) {
     return failed_reload(target, e.what());
   }
   for (Tenant* t : target.tenants->all()) target.engine->record_tenant_memory(*t);
+  if (target.on_removed) {
+    for (const auto& name : res.removed) target.on_removed(name);
+  }
   reloads("ok").Increment();
   last_reload_ok().Set(1);
   log::info("config reloaded", {{"path", target.config_path},

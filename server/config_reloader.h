@@ -20,6 +20,9 @@ struct ReloadTarget {
   Checkpointer* checkpointer = nullptr;  // restores new tenants' checkpoints (null: none)
   Engine* engine = nullptr;
   TenantRegistry* tenants = nullptr;
+  // Called for each tenant a reload removed, after it is gone (its shared
+  // memory regions are closed there).
+  std::function<void(const std::string& tenant)> on_removed;
 };
 
 // Reads, plans and applies; true when applied. Logs every step to stderr.

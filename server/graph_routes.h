@@ -16,6 +16,8 @@ struct CapturedGraph;
 // Both over app.graphs (scheduler/graph_service.h).
 void add_graph_routes(Router& r, AppContext& app);
 void add_kserve_routes(Router& r, AppContext& app);
+// Triton's system shared memory extension (routes_shm.cpp, over app.shm).
+void add_shm_routes(Router& r, AppContext& app);
 
 // Queues a replay of `g` with `spec` (the one execution path of
 // /v1/graphs/{id}/replay and /v2/models/{model}/infer:

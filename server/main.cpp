@@ -34,6 +34,7 @@
 #include "ops/cuda/nccl_process_group.h"
 #endif
 #include "server/config_reloader.h"
+#include "server/shm_registry.h"
 #include "server/http_server.h"
 #include "server/stream_service.h"
 
@@ -310,6 +311,8 @@ int main(int argc, char** argv) {
     app.jobs = &jobs;
     GraphService graphs(engine);
     app.graphs = &graphs;
+    ShmRegistry shm;  // regions are closed at shutdown, with it
+    app.shm = &shm;
     app.version = TENSORD_VERSION;
     app.checkpointer = &checkpointer;
     app.max_body_bytes = sopt.max_body_bytes;
@@ -378,7 +381,9 @@ int main(int argc, char** argv) {
     });
     // SIGHUP: re-read --config (server/config_reloader.h).
     auto reloader = std::make_unique<ReloadSignalWatcher>(
-        [target = ReloadTarget{config_path, &checkpointer, &engine, &tenants}] { reload_config(target); });
+        [target = ReloadTarget{config_path, &checkpointer, &engine, &tenants, [&shm](const std::string& removed) {
+                                 shm.remove_all(removed);
+                               }}] { reload_config(target); });
     server.run();
     reloader.reset();
     checkpointer.stop_timer();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer target of build-fuzz for a bounded time on a copy of its
-# seed corpus (tests/fuzz/corpus/<target>, copied to build-fuzz/fuzz/corpus so
+# Runs each libFuzzer target of build-asan for a bounded time on a copy of its
+# seed corpus (tests/fuzz/corpus/<target>, copied to build-asan/fuzz/corpus so
 # the repo is never modified), JOBS targets at a time, then prints one line per
 # target: "fuzz <target>: N executions, C crashes". Exit status 1 when any
-# target crashed (its log and the crashing input stay in build-fuzz/fuzz/).
+# target crashed (its log and the crashing input stay in build-asan/fuzz/).
 #
 #   tests/fuzz/run_fuzzers.sh [SECONDS [JOBS [TARGET...]]]
 set -u
@@ -12,7 +12,7 @@ SECONDS_EACH=${1:-25}
 JOBS=${2:-2}
 shift 2 2>/dev/null || shift $#
 TARGETS=${*:-json_tensor json_b64_stream safetensors program config http}
-OUT=build-fuzz/fuzz
+OUT=build-asan/fuzz
 
 # UBSan findings abort (the preset also compiles with -fno-sanitize-recover);
 # BLAS stays on the fuzzer's thread.

@@ -68,8 +68,8 @@ TEST(KServeJson, DatatypesMapBothWaysAndOthersHaveNone) {
 }
 
 TEST(KServeJson, Metadata) {
-  EXPECT_EQ(kserve_server_metadata_json("1.2"),
-            R"({"name":"tensord","version":"1.2","extensions":["binary_tensor_data"]})");
+  EXPECT_EQ(kserve_server_metadata_json("1.2", {"binary_tensor_data", "statistics"}),
+            R"({"name":"tensord","version":"1.2","extensions":["binary_tensor_data","statistics"]})");
   KServeModel m = model();
   m.inputs.push_back({"f8", TensorMeta{DType::kFloat8E4M3FN, {1}}});
   EXPECT_EQ(kserve_model_metadata_json(m),
@@ -167,15 +167,58 @@ TEST(KServeJson, ResponseJsonAndBinary) {
   y.data_ptr<float>()[1] = -2.0f;
   Tensor t = Tensor::empty_host(DType::kInt64, {});
   t.data_ptr<int64_t>()[0] = 7;
-  KServeInferResponse r = kserve_infer_response("m", std::string("id1"), {{{"y", false}, y}, {{"t", true}, t}});
+  KServeInferResponse r =
+      kserve_infer_response("m", std::string("id1"), {{{"y", false, std::nullopt}, y}, {{"t", true, std::nullopt}, t}});
   EXPECT_EQ(r.header, R"({"model_name":"m","model_version":"1","id":"id1","outputs":[{"name":"y","datatype":"FP32",)"
                       R"("shape":[2],"data":[1.5,-2.0]},{"name":"t","datatype":"INT64","shape":[],)"
                       R"("parameters":{"binary_data_size":8}}]})");
   ASSERT_EQ(r.binary.size(), 1u);
   EXPECT_EQ(r.binary[0].data(), t.data()) << "the tensor's own memory, not a copy";
-  r = kserve_infer_response("m", std::nullopt, {{{"y", false}, y}});
+  r = kserve_infer_response("m", std::nullopt, {{{"y", false, std::nullopt}, y}});
   EXPECT_EQ(r.header.find("\"id\""), std::string::npos);
   EXPECT_TRUE(r.binary.empty());
+}
+
+TEST(KServeJson, SharedMemoryInputsAndOutputs) {
+  KServeInferRequest r = parse(req(R"({"name": "x", "shape": [2, 2], "datatype": "FP32", "parameters":
+      {"shared_memory_region": "in", "shared_memory_byte_size": 16, "shared_memory_offset": 32}})",
+                                   R"(, "outputs": [{"name": "y", "parameters": {"shared_memory_region": "out",
+      "shared_memory_byte_size": 64}}, {"name": "t", "parameters": {"binary_data": true}}])"));
+  ASSERT_EQ(r.shm_inputs.size(), 1u);
+  EXPECT_EQ(r.shm_inputs[0].name, "x");
+  EXPECT_EQ(r.shm_inputs[0].ref.region, "in");
+  EXPECT_EQ(r.shm_inputs[0].ref.offset, 32u);
+  EXPECT_EQ(r.shm_inputs[0].ref.byte_size, 16u);
+  EXPECT_TRUE(r.inputs.contains("x"));  // an empty placeholder for the caller to fill
+  ASSERT_EQ(r.outputs.size(), 2u);
+  ASSERT_TRUE(r.outputs[0].shm);
+  EXPECT_EQ(r.outputs[0].shm->region, "out");
+  EXPECT_FALSE(r.outputs[0].binary);
+  EXPECT_FALSE(r.outputs[1].shm);
+  const std::string shm_x = R"({"name": "x", "shape": [2, 2], "datatype": "FP32", "parameters": )";
+  expect_bad(req(shm_x + R"({"shared_memory_region": "in", "shared_memory_byte_size": 12}})"),
+             "shared_memory_byte_size 12 disagrees with FP32[2, 2] (16 bytes)");
+  expect_bad(req(shm_x + R"({"shared_memory_region": "in"}})"), "without shared_memory_byte_size");
+  expect_bad(req(shm_x + R"({"shared_memory_byte_size": 16}})"), "without shared_memory_region");
+  expect_bad(req(shm_x + R"({"shared_memory_region": "", "shared_memory_byte_size": 16}})"), "region's name");
+  expect_bad(req(shm_x + R"({"shared_memory_region": "in", "shared_memory_byte_size": 16,
+      "shared_memory_offset": -1}})"),
+             "non-negative");
+  expect_bad(req(R"({"name": "x", "shape": [2, 2], "datatype": "FP32", "data": [1, 2, 3, 4], "parameters":
+      {"shared_memory_region": "in", "shared_memory_byte_size": 16}})"),
+             "give one of");
+  expect_bad(req(kX, R"(, "outputs": [{"name": "y", "parameters": {"shared_memory_region": "o",
+      "shared_memory_byte_size": 16, "binary_data": true}}])"),
+             "both given");
+  expect_bad(req(kX, R"(, "outputs": [{"name": "y", "parameters": {"shared_memory_handle": 1}}])"),
+             "shared_memory_handle is not supported");
+
+  Tensor y = Tensor::empty_host(DType::kFloat32, {2});
+  KServeInferResponse resp = kserve_infer_response("m", std::nullopt, {{{"y", false, KServeShmRef{"out", 8, 64}}, y}});
+  EXPECT_EQ(resp.header, R"({"model_name":"m","model_version":"1","outputs":[{"name":"y","datatype":"FP32",)"
+                         R"("shape":[2],"parameters":{"shared_memory_region":"out","shared_memory_byte_size":8,)"
+                         R"("shared_memory_offset":8}}]})");
+  EXPECT_TRUE(resp.binary.empty());
 }
 
 TEST(KServeJson, ErrorStyleByPath) {

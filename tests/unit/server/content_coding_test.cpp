@@ -1,0 +1,151 @@
+#include "server/content_coding.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <random>
+
+#include "ops/error.h"
+
+namespace tensord {
+namespace {
+
+// A reference compressor (zlib's own deflate, gzip or zlib framing), so the
+// inflater is checked against bytes it did not write.
+std::string compressed(const std::string& s, ContentCoding c) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, c == ContentCoding::kGzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, s.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  z.avail_in = static_cast<uInt>(s.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string inflated_ref(const std::string& s, ContentCoding c) {
+  return inflate_body(s, c, size_t{1} << 30, {});
+}
+
+std::string random_text(size_t n) {
+  std::mt19937 rng(7);
+  std::string s(n, '\0');
+  for (char& ch : s) ch = static_cast<char>('a' + rng() % 8);
+  return s;
+}
+
+TEST(ContentCoding, RequestCodings) {
+  EXPECT_FALSE(request_coding(""));
+  EXPECT_FALSE(request_coding("identity"));
+  EXPECT_EQ(request_coding("gzip"), ContentCoding::kGzip);
+  EXPECT_EQ(request_coding(" GZIP "), ContentCoding::kGzip);
+  EXPECT_EQ(request_coding("x-gzip"), ContentCoding::kGzip);
+  EXPECT_EQ(request_coding("deflate"), ContentCoding::kDeflate);
+  for (const char* bad : {"br", "gzip, deflate", "zstd", "compress"}) {
+    try {
+      request_coding(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadRequest);
+    }
+  }
+}
+
+TEST(ContentCoding, AcceptEncoding) {
+  EXPECT_FALSE(accepted_coding(""));
+  EXPECT_FALSE(accepted_coding("identity"));
+  EXPECT_FALSE(accepted_coding("br, zstd"));
+  EXPECT_EQ(accepted_coding("gzip"), ContentCoding::kGzip);
+  EXPECT_EQ(accepted_coding("deflate"), ContentCoding::kDeflate);
+  EXPECT_EQ(accepted_coding("deflate, gzip"), ContentCoding::kGzip);
+  EXPECT_EQ(accepted_coding("gzip;q=0, deflate"), ContentCoding::kDeflate);
+  EXPECT_EQ(accepted_coding("gzip;q=0.5"), ContentCoding::kGzip);
+  EXPECT_FALSE(accepted_coding("gzip; q=0.0, deflate;q=0"));
+}
+
+TEST(ContentCoding, InflatesWhatZlibWrites) {
+  for (ContentCoding c : {ContentCoding::kGzip, ContentCoding::kDeflate}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3} << 20}) {
+      const std::string s = random_text(n);
+      EXPECT_EQ(inflated_ref(compressed(s, c), c), s) << n;
+    }
+  }
+}
+
+TEST(ContentCoding, ReportsGrowthAndStopsAtTheLimit) {
+  const std::string zeros(size_t{8} << 20, '\0');
+  const std::string z = compressed(zeros, ContentCoding::kGzip);  // ~8 KiB: a small bomb
+  std::vector<size_t> seen;
+  std::string out = inflate_body(z, ContentCoding::kGzip, size_t{16} << 20, [&](size_t t) { seen.push_back(t); });
+  EXPECT_EQ(out.size(), zeros.size());
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.back(), zeros.size());
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+  try {
+    inflate_body(z, ContentCoding::kGzip, size_t{1} << 20, {});
+    ADD_FAILURE() << "inflated past the limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPayloadTooLarge);
+  }
+  // What the callback throws (the tenant's quota) stops it.
+  EXPECT_THROW(inflate_body(z, ContentCoding::kGzip, size_t{16} << 20,
+                            [](size_t t) {
+                              if (t > (size_t{2} << 20)) throw Error(ErrorCode::kQuotaExceeded, "quota");
+                            }),
+               Error);
+}
+
+TEST(ContentCoding, MalformedBodiesAreBadRequests) {
+  const std::string s = random_text(100000);
+  const std::string gz = compressed(s, ContentCoding::kGzip);
+  const std::string zl = compressed(s, ContentCoding::kDeflate);
+  for (const auto& [body, c] : std::vector<std::pair<std::string, ContentCoding>>{
+           {"plainly not gzip", ContentCoding::kGzip},
+           {gz.substr(0, gz.size() / 2), ContentCoding::kGzip},  // truncated
+           {gz + "trailing", ContentCoding::kGzip},
+           {gz, ContentCoding::kDeflate},  // the other framing
+           {zl, ContentCoding::kGzip},
+           {"", ContentCoding::kDeflate},
+       }) {
+    try {
+      inflate_body(body, c, size_t{1} << 30, {});
+      ADD_FAILURE() << "accepted a malformed body of " << body.size() << " bytes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadRequest) << e.message();
+    }
+  }
+}
+
+TEST(ContentCoding, CompressesBodyAndViews) {
+  const std::string head = "{\"outputs\":[]}";
+  const std::string bytes = random_text(300000);
+  auto owner = std::make_shared<std::string>(bytes);
+  for (ContentCoding c : {ContentCoding::kGzip, ContentCoding::kDeflate}) {
+    HttpResponse r;
+    r.body = head;
+    r.views.push_back(BodyView{owner->data(), owner->size(), owner, {}});
+    // A view made as it is sent (base64 text): filled in aligned pieces.
+    r.views.push_back(BodyView{nullptr, 4096, nullptr, [](size_t at, char* out, size_t n) {
+                                 for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>('A' + (at + i) % 26);
+                               }});
+    compress_response(r, c);
+    EXPECT_TRUE(r.views.empty());
+    std::string expect = head + bytes;
+    for (size_t i = 0; i < 4096; ++i) expect += static_cast<char>('A' + i % 26);
+    EXPECT_EQ(inflated_ref(r.body, c), expect);
+    bool has_ce = false;
+    for (const auto& [k, v] : r.headers)
+      has_ce |= k == "Content-Encoding" && v == (c == ContentCoding::kGzip ? "gzip" : "deflate");
+    EXPECT_TRUE(has_ce);
+  }
+  HttpResponse empty;
+  empty.body.clear();
+  compress_response(empty, ContentCoding::kGzip);
+  EXPECT_TRUE(empty.headers.empty());
+}
+
+}  // namespace
+}  // namespace tensord

@@ -92,7 +92,8 @@ build-tsan/build.ninja:
 TSAN_TESTS = scheduler graphs streams dist server
 tsan: deps build-tsan/build.ninja
 	cmake --build build-tsan -j$(JOBS) --target $(addsuffix _tests,$(TSAN_TESTS))
-	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  ./build-tsan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 
 # libFuzzer targets (tests/fuzz, built by asan-build): each runs FUZZ_SECONDS
 # on a copy of its seed corpus; a crash fails (input in build-asan/fuzz/artifacts/).

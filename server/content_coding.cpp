@@ -122,8 +122,11 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
       on_grow(have);
     }
     if (rc == Z_STREAM_END) {
-      if (in_left != 0) throw Error(ErrorCode::kBadRequest, what + " has bytes after its end");
-      break;
+      if (in_left == 0) break;
+      // gzip allows members one after another (RFC 1952 2.2); zlib's format one stream.
+      if (coding != ContentCoding::kGzip) throw Error(ErrorCode::kBadRequest, what + " has bytes after its end");
+      if (inflateReset(&inf.z) != Z_OK) throw Error(ErrorCode::kInternal, "zlib: inflateReset failed");
+      continue;
     }
     if (rc == Z_BUF_ERROR && in_left == 0 && inf.z.avail_out != 0) {
       throw Error(ErrorCode::kBadRequest, what + " ends before its compressed stream does");

@@ -3,7 +3,8 @@
 // request_compression_algorithm) and answers compressed for an
 // Accept-Encoding that asks (its response_compression_algorithm), with zlib.
 // "deflate" is the zlib format (RFC 9110 8.4.1.2), as Python's zlib and
-// libcurl write it; gzip is RFC 1952. Pure functions; thread-safe.
+// libcurl write it; gzip is RFC 1952 (members one after another accepted).
+// Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>

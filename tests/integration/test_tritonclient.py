@@ -45,7 +45,7 @@ def srv():
     fd, path = tempfile.mkstemp(prefix="tensord-triton-cfg-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(cfg, f)
-    s = Server(["--config", path, "--max-body-bytes", str(8 << 20)], name="tritonclient")
+    s = Server(["--config", path, "--max-body-bytes", str(16 << 20)], name="tritonclient")
     yield s
     _stop_and_check(s)
     os.unlink(path)
@@ -170,6 +170,13 @@ def test_compressed_answers_say_so(srv, affine):
         assert meta.headers["Content-Encoding"] == alg and json.loads(unpack(meta.raw.read()))["name"] == affine
 
 
+def ten_gib_bomb():
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    mib = bytes(1 << 20)
+    member = b"".join(z.compress(mib) for _ in range(1024)) + z.flush()
+    return member * 10
+
+
 def test_bad_compressed_bodies(srv, affine):
     url = srv.url + "/v2/models/%s/infer" % affine
     h = hdr("alice")
@@ -178,8 +185,10 @@ def test_bad_compressed_bodies(srv, affine):
              ("gzip", gzip.compress(ok)[:-12], 400, "ends before"),
              ("deflate", gzip.compress(ok), 400, "not valid deflate"),
              ("br", ok, 400, "not supported"),
-             # Inflates past --max-body-bytes (8 MiB): 413, nothing kept.
-             ("gzip", gzip.compress(b" " * (64 << 20)), 413, "limit")]
+             # Inflates past --max-body-bytes (16 MiB): 413, nothing kept.
+             ("gzip", gzip.compress(b" " * (64 << 20)), 413, "limit"),
+             # A 10 GiB bomb: ten gzip members of 1 GiB of zeros each (about 10 MB on the wire).
+             ("gzip", ten_gib_bomb(), 413, "limit")]
     for enc, body, status, needle in cases:
         r = requests.post(url, data=body, headers=dict(h, **{"Content-Encoding": enc}), timeout=60)
         assert r.status_code == status, (enc, r.status_code, r.text)
@@ -198,7 +207,7 @@ def tenant_bytes(url, tenant):
 
 
 def test_inflation_past_the_tenants_quota_is_429(srv):
-    # bob: a 2 MiB quota; the body limit is 8 MiB. A body that inflates to 4 MiB fits the limit, not the quota.
+    # bob: a 2 MiB quota; the body limit is 16 MiB. A body that inflates to 4 MiB fits the limit, not the quota.
     name = model_name()
     capture(srv.url, affine_program(4), name, headers=hdr("bob"))
     held = tenant_bytes(srv.url, "bob")

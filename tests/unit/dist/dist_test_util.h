@@ -50,9 +50,14 @@ struct Groups {
   GlooProcessGroup& operator[](int r) { return *pgs[static_cast<size_t>(r)]; }
 };
 
-// R ranks of one group; `timeout`: each collective's.
+using StoreForRank = std::function<std::shared_ptr<gloo::rendezvous::Store>(int rank)>;
+
+// R ranks of one group; `timeout`: each collective's. The ranks share one
+// store, or each opens its own (`store_for_rank`), as separate processes
+// would.
 inline Groups make_groups(int R, std::chrono::milliseconds timeout = 5000ms, size_t fr_capacity = 2048,
-                          std::shared_ptr<gloo::rendezvous::Store> store = nullptr) {
+                          std::shared_ptr<gloo::rendezvous::Store> store = nullptr,
+                          const StoreForRank& store_for_rank = {}) {
   Groups g;
   g.store = store ? store : make_hash_store();
   g.pgs.resize(static_cast<size_t>(R));
@@ -62,7 +67,7 @@ inline Groups make_groups(int R, std::chrono::milliseconds timeout = 5000ms, siz
     o.timeout = timeout;
     o.recorder = g.recorders[static_cast<size_t>(r)];
     GlooOptions go;
-    go.store = g.store;
+    go.store = store_for_rank ? store_for_rank(r) : g.store;
     go.rendezvous_timeout = 5000ms;
     g.pgs[static_cast<size_t>(r)] = std::make_unique<GlooProcessGroup>(r, R, o, go);
   });

@@ -288,7 +288,8 @@ INSTANTIATE_TEST_SUITE_P(R, GlooRanks, ::testing::Values(2, 3, 4),
 TEST(GlooStores, RanksMeetThroughAFileStore) {
   char tmpl[] = "/tmp/tensord-dist-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
-  Groups g = make_groups(2, 5000ms, 2048, make_file_store(tmpl));
+  // A store per rank over one directory, as two processes would open it.
+  Groups g = make_groups(2, 5000ms, 2048, nullptr, [&](int) { return make_file_store(tmpl); });
   on_ranks(2, [&](int r) {
     auto w = g[r].all_reduce(make<int32_t>({3}, {r, r, r}));
     w->wait();

@@ -75,6 +75,12 @@ TEST(ContentCoding, InflatesWhatZlibWrites) {
   }
 }
 
+TEST(ContentCoding, GzipMembersOneAfterAnother) {
+  const std::string a = random_text(5000), b = random_text(7000);
+  const std::string two = compressed(a, ContentCoding::kGzip) + compressed(b, ContentCoding::kGzip);
+  EXPECT_EQ(inflated_ref(two, ContentCoding::kGzip), a + b);
+}
+
 TEST(ContentCoding, ReportsGrowthAndStopsAtTheLimit) {
   const std::string zeros(size_t{8} << 20, '\0');
   const std::string z = compressed(zeros, ContentCoding::kGzip);  // ~8 KiB: a small bomb
@@ -106,7 +112,8 @@ TEST(ContentCoding, MalformedBodiesAreBadRequests) {
            {"plainly not gzip", ContentCoding::kGzip},
            {gz.substr(0, gz.size() / 2), ContentCoding::kGzip},  // truncated
            {gz + "trailing", ContentCoding::kGzip},
-           {gz, ContentCoding::kDeflate},  // the other framing
+           {zl + zl, ContentCoding::kDeflate},  // zlib's format is one stream
+           {gz, ContentCoding::kDeflate},       // the other framing
            {zl, ContentCoding::kGzip},
            {"", ContentCoding::kDeflate},
        }) {

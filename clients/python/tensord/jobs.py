@@ -19,6 +19,7 @@ import time
 import warnings
 from typing import Any, Dict, Optional
 
+from ._wire import _decode_output, _json_doc
 from .errors import TensordError, TransportError, error_from_body
 
 #: the states a job ends in
@@ -58,7 +59,6 @@ class Job:
 
     def _refresh(self) -> Dict[str, Any]:
         # b64: outputs come back bit-exact and a third the size of JSON numbers
-        from .client import _json_doc
         doc = _json_doc(self.client._request("GET", "/v1/jobs/%s?encoding=b64" % self.id, stream=True))
         with self._lock:
             if self._doc.get("state") not in TERMINAL:
@@ -189,7 +189,6 @@ class Job:
         that); a failed or cancelled job raises its typed error
         (``tensord.Cancelled``, ``tensord.ShapeMismatch``, ...).
         """
-        from .client import _decode_output
         state = self.wait(timeout)
         if state not in TERMINAL:
             raise TimeoutError("job %s is still %s after %s s" % (self.id, state, timeout))

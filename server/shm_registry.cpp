@@ -59,32 +59,31 @@ void ShmRegion::check(uint64_t at, size_t n) const {
   }
 }
 
-void ShmRegion::read(uint64_t at, void* out, size_t n) const {
+void ShmRegion::transfer(uint64_t at, char* buf, size_t n, bool write) const {
   check(at, n);
-  auto* p = static_cast<char*>(out);
   uint64_t pos = status_.offset + at;
   while (n > 0) {
-    const ssize_t k = ::pread(fd_, p, n, static_cast<off_t>(pos));
+    const ssize_t k =
+        write ? ::pwrite(fd_, buf, n, static_cast<off_t>(pos)) : ::pread(fd_, buf, n, static_cast<off_t>(pos));
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) bad("shared memory region " + quoted(status_.name) + ": could not be read (the object shrank)");
-    p += k;
+    if (k <= 0) {
+      bad("shared memory region " + quoted(status_.name) + (write ? ": could not be written" : ": could not be read") +
+          " (the object shrank?)");
+    }
+    buf += k;
     pos += static_cast<uint64_t>(k);
     n -= static_cast<size_t>(k);
   }
 }
 
+void ShmRegion::read(uint64_t at, void* out, size_t n) const {
+  transfer(at, static_cast<char*>(out), n, false);
+}
+
 void ShmRegion::write(uint64_t at, const void* in, size_t n) const {
-  check(at, n);
-  const auto* p = static_cast<const char*>(in);
-  uint64_t pos = status_.offset + at;
-  while (n > 0) {
-    const ssize_t k = ::pwrite(fd_, p, n, static_cast<off_t>(pos));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) bad("shared memory region " + quoted(status_.name) + ": could not be written");
-    p += k;
-    pos += static_cast<uint64_t>(k);
-    n -= static_cast<size_t>(k);
-  }
+  // pwrite only reads `buf`.
+  transfer(at, const_cast<char*>(static_cast<const char*>(in)), n,
+           true);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
 }
 
 void ShmRegistry::add(const std::string& tenant, const std::string& name, const std::string& key, uint64_t offset,

@@ -49,6 +49,8 @@ class ShmRegion {
 
  private:
   void check(uint64_t at, size_t n) const;
+  // pread (write = false) or pwrite `n` bytes at `at` through `buf`.
+  void transfer(uint64_t at, char* buf, size_t n, bool write) const;
   int fd_;
   ShmRegionStatus status_;
 };

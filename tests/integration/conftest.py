@@ -4,6 +4,8 @@ Environment:
   TENSORD_BIN   path of the server binary (default <repo>/build/tensord)
 """
 
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -118,6 +120,32 @@ def _stop_and_check(srv):
     # UBSan reports do not change the exit code unless halt_on_error is set: look for them.
     reports = [l for l in srv.lines if "runtime error:" in l or "Sanitizer" in l]
     assert not reports, "tensord (%s) sanitizer reports:\n%s" % (srv.name, "\n".join(reports[:20]))
+
+
+def tenants_config(tokens, partition="p", workqueue_limit=4, memory_bytes=None):
+    """A --config with one partition and a tenant per {name: token} (memory_bytes: {name: quota})."""
+    tenants = []
+    for name, token in tokens.items():
+        t = {"name": name, "token_sha256": hashlib.sha256(token.encode()).hexdigest(), "partition": partition}
+        if memory_bytes and name in memory_bytes:
+            t["memory_bytes"] = memory_bytes[name]
+        tenants.append(t)
+    return {"partitions": [{"name": partition, "share": 1.0, "workqueue_limit": workqueue_limit}],
+            "tenants": tenants}
+
+
+@contextlib.contextmanager
+def server_with_config(cfg, name, extra_args=()):
+    """A Server started with `cfg` written to a temporary --config file; stopped, checked and removed after."""
+    fd, path = tempfile.mkstemp(prefix="tensord-it-cfg-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(cfg, f)
+    srv = Server(["--config", path] + list(extra_args), name=name)
+    try:
+        yield srv
+    finally:
+        _stop_and_check(srv)
+        os.unlink(path)
 
 
 @pytest.fixture(scope="session")

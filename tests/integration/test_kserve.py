@@ -4,19 +4,15 @@ JSON header followed by the binary tensor data with
 Inference-Header-Content-Length and no Content-Type; binary outputs parsed
 from the response the same way."""
 
-import hashlib
 import json
-import os
 import re
-import struct
-import tempfile
 import uuid
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, _stop_and_check
+from conftest import server_with_config, tenants_config
 
 NP = {"BOOL": np.bool_, "UINT8": np.uint8, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
       "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64}
@@ -481,16 +477,8 @@ TOKENS = {"alice": "kserve-alice-token", "bob": "kserve-bob-token"}
 
 @pytest.fixture(scope="module")
 def tenant_server():
-    sha = lambda t: hashlib.sha256(t.encode()).hexdigest()
-    cfg = {"partitions": [{"name": "p", "share": 1.0, "workqueue_limit": 2}],
-           "tenants": [{"name": n, "token_sha256": sha(t), "partition": "p"} for n, t in TOKENS.items()]}
-    fd, path = tempfile.mkstemp(prefix="tensord-kserve-cfg-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(cfg, f)
-    srv = Server(["--config", path], name="kserve-tenants")
-    yield srv
-    _stop_and_check(srv)
-    os.unlink(path)
+    with server_with_config(tenants_config(TOKENS, workqueue_limit=2), "kserve-tenants") as srv:
+        yield srv
 
 
 def auth(name):

@@ -6,8 +6,6 @@ reads the statistics extension before and after each window to show the
 server-side breakdown. Skips, saying why, where the tool is not installed."""
 
 import csv
-import hashlib
-import json
 import os
 import subprocess
 import tempfile
@@ -15,7 +13,7 @@ import tempfile
 import pytest
 import requests
 
-from conftest import REPO, Server, _stop_and_check
+from conftest import REPO, server_with_config, tenants_config
 from test_kserve import affine_program, capture, model_name
 
 PERF_ANALYZER = os.environ.get("TENSORD_PERF_ANALYZER", os.path.join(REPO, "build", "venv", "bin", "perf_analyzer"))
@@ -27,15 +25,9 @@ pytestmark = pytest.mark.skipif(not os.access(PERF_ANALYZER, os.X_OK),
 
 @pytest.fixture(scope="module")
 def srv():
-    cfg = {"partitions": [{"name": "p", "share": 1.0, "workqueue_limit": 4}],
-           "tenants": [{"name": "pa", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(), "partition": "p"}]}
-    fd, path = tempfile.mkstemp(prefix="tensord-pa-cfg-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(cfg, f)
-    s = Server(["--config", path], name="perf-analyzer")
-    yield s
-    _stop_and_check(s)
-    os.unlink(path)
+    cfg = tenants_config({"pa": TOKEN})
+    with server_with_config(cfg, "perf-analyzer") as s:
+        yield s
 
 
 def run_pa(url, model, *extra, timeout=240):

@@ -4,17 +4,14 @@ registered by one tenant, infer inputs read from and outputs written to them
 without the socket, every bound checked, another tenant's region unknown.
 Skips, saying why, where tritonclient is not installed."""
 
-import hashlib
-import json
 import os
-import tempfile
 import uuid
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, _stop_and_check
+from conftest import server_with_config, tenants_config
 from test_kserve import affine_program, capture, model_name
 
 httpclient = pytest.importorskip(
@@ -28,16 +25,9 @@ TOKENS = {"alice": "shm-alice-token", "bob": "shm-bob-token"}
 
 @pytest.fixture(scope="module")
 def srv():
-    sha = lambda t: hashlib.sha256(t.encode()).hexdigest()
-    cfg = {"partitions": [{"name": "p", "share": 1.0, "workqueue_limit": 4}],
-           "tenants": [{"name": n, "token_sha256": sha(t), "partition": "p"} for n, t in TOKENS.items()]}
-    fd, path = tempfile.mkstemp(prefix="tensord-shm-cfg-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(cfg, f)
-    s = Server(["--config", path], name="triton-shm")
-    yield s
-    _stop_and_check(s)
-    os.unlink(path)
+    cfg = tenants_config(TOKENS)
+    with server_with_config(cfg, "triton-shm") as s:
+        yield s
 
 
 def hdr(name):

@@ -9,17 +9,14 @@ Makefile runs the suite under it. Under another interpreter these tests skip,
 saying so."""
 
 import gzip
-import hashlib
 import json
-import os
-import tempfile
 import zlib
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import Server, _stop_and_check
+from conftest import server_with_config, tenants_config
 from test_kserve import affine_program, capture, dtypes_program, model_name, two_input_program
 
 httpclient = pytest.importorskip(
@@ -38,17 +35,9 @@ def hostport(url):
 @pytest.fixture(scope="module")
 def srv():
     """A server with two tenants on one partition, and a small body limit for the compression checks."""
-    sha = lambda t: hashlib.sha256(t.encode()).hexdigest()
-    cfg = {"partitions": [{"name": "p", "share": 1.0, "workqueue_limit": 4}],
-           "tenants": [{"name": n, "token_sha256": sha(t), "partition": "p", "memory_bytes": q}
-                       for (n, t), q in zip(TOKENS.items(), (64 << 20, 2 << 20))]}
-    fd, path = tempfile.mkstemp(prefix="tensord-triton-cfg-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(cfg, f)
-    s = Server(["--config", path, "--max-body-bytes", str(16 << 20)], name="tritonclient")
-    yield s
-    _stop_and_check(s)
-    os.unlink(path)
+    cfg = tenants_config(TOKENS, memory_bytes={"alice": 64 << 20, "bob": 2 << 20})
+    with server_with_config(cfg, "tritonclient", ["--max-body-bytes", str(16 << 20)]) as s:
+        yield s
 
 
 def hdr(name):

@@ -372,7 +372,11 @@ def write_dicts(all_seeds):
                   "/v1/run", "/v1/jobs", "/v1/jobs/job-1", "/v1/tensors/", "/v1/tensors:upload", "/v1/graphs",
                   "/v1/graphs/g-1/replay", "/v1/checkpoint", "/v1/info", "/v1/ops", "/v1/trace", "/v1/stream",
                   "/v1/admin/tenants", "/metrics", "/healthz", "/readyz", "/v2/health/live", "?encoding=b64",
-                  "?prefix=", "?format=dot", "%2e%2e", "%00", "0\r\n\r\n"]
+                  "?prefix=", "?format=dot", "%2e%2e", "%00", "0\r\n\r\n", "/v2/models/m/infer",
+                  "/v2/models/m/config", "/v2/models/stats", "/v2/models/m/versions/1/stats", "/v2/repository/index",
+                  "/v2/systemsharedmemory/region/r/register", "/v2/systemsharedmemory/status",
+                  "Content-Encoding: gzip\r\n", "Content-Encoding: deflate\r\n", "Accept-Encoding: gzip\r\n",
+                  "Inference-Header-Content-Length: "]
     dump("http.dict", http_words + json_tokens)
 
 

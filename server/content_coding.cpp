@@ -106,7 +106,12 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
       out.resize(std::min<size_t>(out.size() * 2, max_bytes + 1));
     }
     const uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - have, 1u << 30));
+    // At most grow_step bytes per call, charged (on_grow) before they are written.
+    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - have, std::max<size_t>(grow_step, 1)));
+    if (on_grow && have + out_chunk > reported) {
+      reported = std::min(have + out_chunk, max_bytes);
+      on_grow(reported);
+    }
     inf.z.avail_in = in_chunk;
     inf.z.next_out = reinterpret_cast<Bytef*>(out.data() + have);
     inf.z.avail_out = out_chunk;
@@ -116,10 +121,6 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
     if (have > max_bytes) {
       throw Error(ErrorCode::kPayloadTooLarge, what + " inflates past the " + std::to_string(max_bytes) +
                                                    "-byte limit on request bodies (--max-body-bytes)");
-    }
-    if (on_grow && have - reported >= grow_step) {
-      reported = have;
-      on_grow(have);
     }
     if (rc == Z_STREAM_END) {
       if (in_left == 0) break;
@@ -136,7 +137,7 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
     }
   }
   out.resize(have);
-  if (on_grow && have != reported) on_grow(have);
+  if (on_grow && have != reported) on_grow(have);  // the last step's unused part back
   return out;
 }
 

@@ -28,12 +28,13 @@ std::optional<ContentCoding> request_coding(const std::string& content_encoding)
 // q=0 one refused; nullopt when neither (identity).
 std::optional<ContentCoding> accepted_coding(const std::string& accept_encoding);
 
-// Inflates `in`. The inflated size is checked as it grows: past
-// `max_bytes` it stops with payload_too_large (a zip bomb ends there,
-// nothing kept); `on_grow(total)` is called every `grow_step` bytes and at
-// the end (the caller charges the tenant there; what it throws stops the
-// inflation). A body that is not in the coding, or ends early, is
-// bad_request.
+// Inflates `in`, at most `grow_step` bytes at a time. The inflated size is
+// checked as it grows: past `max_bytes` it stops with payload_too_large (a
+// zip bomb ends there, nothing kept). Before each step `on_grow(total)`
+// says how many bytes the output may hold once the step is written, and at
+// the end how many it holds (less, or equal): the caller charges the tenant
+// there, before the bytes are held; what it throws stops the inflation. A
+// body that is not in the coding, or ends early, is bad_request.
 std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_bytes,
                          const std::function<void(size_t total)>& on_grow, size_t grow_step = size_t{1} << 20);
 

@@ -146,7 +146,11 @@ std::shared_ptr<void> inflate_request(HttpRequest& req, ContentCoding coding, Te
   });
   std::string inflated = inflate_body(req.body, coding, max_bytes, [&](size_t total) {
     const auto t = static_cast<int64_t>(total);
-    account->charge(t - *charged);  // throws quota_exceeded: nothing more charged, `charge` releases the rest
+    if (t < *charged) {
+      account->release(*charged - t);
+    } else {
+      account->charge(t - *charged);  // throws quota_exceeded: nothing more charged, `charge` releases the rest
+    }
     *charged = t;
   });
   req.body = std::move(inflated);

@@ -352,10 +352,10 @@ JobScheduler::FailFn no_fail() {
 
 TEST(JobSchedulerReconfigure, JobsRunAcrossReloadAndRaisedLimitAddsRunners) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {{"a", "p", 1, 64, 8}, {"b", "p", 1, 64, 8}}, clock, 2);
   Gate gate;
   Counter done;
   std::atomic<int> running{0}, most{0};
+  JobScheduler s({{"p", 1, 1}}, {{"a", "p", 1, 64, 8}, {"b", "p", 1, 64, 8}}, clock, 2);
   auto body = [&](const PartitionContext&) {
     const int r = ++running;
     int m = most.load();
@@ -399,10 +399,10 @@ TEST(JobSchedulerReconfigure, JobsRunAcrossReloadAndRaisedLimitAddsRunners) {
 // more than the largest limit ever set; every accepted job completes.
 TEST(JobSchedulerReconfigure, ConcurrentSubmitsAndReloads) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 2}}, {{"a", "p", 1, 1000, 8}, {"b", "p", 2, 1000, 8}}, clock, 2);
   std::atomic<int> running{0}, most{0}, accepted{0};
   Counter done;
   std::vector<std::thread> submitters;
+  JobScheduler s({{"p", 1, 2}}, {{"a", "p", 1, 1000, 8}, {"b", "p", 2, 1000, 8}}, clock, 2);
   for (int k = 0; k < 3; ++k) {
     submitters.emplace_back([&, k] {
       for (int i = 0; i < 100; ++i) {

@@ -61,10 +61,10 @@ JobScheduler::FailFn no_fail() {
 }
 
 TEST(JobScheduler, LimitOnePartitionRunsOneJobAtATime) {
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p"), tenant("b", "p", 2), tenant("c", "p", 4)},
-                 std::make_shared<SteadyClock>(), 2);
   std::atomic<int> now_running{0}, most{0};
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p"), tenant("b", "p", 2), tenant("c", "p", 4)},
+                 std::make_shared<SteadyClock>(), 2);
   const int kJobs = 300;
   for (int i = 0; i < kJobs; ++i) {
     const char* t = i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c";
@@ -103,9 +103,9 @@ TEST(JobScheduler, LimitOnePartitionRunsOneJobAtATime) {
 
 TEST(JobScheduler, RunsUpToTheLimitAndNoMore) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 3}}, {tenant("a", "p", 1, 64, 8), tenant("b", "p", 1, 64, 8)}, clock, 2);
   Gate gate;
   Counter done;
+  JobScheduler s({{"p", 1, 3}}, {tenant("a", "p", 1, 64, 8), tenant("b", "p", 1, 64, 8)}, clock, 2);
   for (int i = 0; i < 8; ++i) {
     s.submit(
         i % 2 ? "a" : "b", 0, kNoDeadline,
@@ -172,13 +172,13 @@ TEST(JobScheduler, CancelQueuedJobButNotRunningOne) {
   auto clock = std::make_shared<ManualClock>();
   std::vector<JobEvent> events;
   std::mutex ev_mu;
+  Gate gate;  // before the scheduler: its runners may still touch them while it stops
+  Failures f;
+  Counter done;
   JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1, [&](const JobEvent& e) {
     std::lock_guard<std::mutex> lk(ev_mu);
     events.push_back(e);
   });
-  Gate gate;
-  Failures f;
-  Counter done;
   uint64_t id1 = 0, id2 = 0;
   id1 = s.submit(
       "a", 0, kNoDeadline,
@@ -214,10 +214,10 @@ TEST(JobScheduler, CancelQueuedJobButNotRunningOne) {
 
 TEST(JobScheduler, QueuedDeadlineExpiresOnPollWithoutSleeping) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   Gate gate;
   Failures f;
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   TimePoint run_deadline{};
   s.submit(
       "a", 0, clock->now() + 1h,
@@ -249,10 +249,10 @@ TEST(JobScheduler, QueuedDeadlineExpiresOnPollWithoutSleeping) {
 
 TEST(JobScheduler, RunnerExpiresDueJobsBeforeStartingThem) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   Gate gate;
   Failures f;
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   s.submit(
       "a", 0, kNoDeadline,
       [&](const PartitionContext&) {
@@ -273,10 +273,10 @@ TEST(JobScheduler, RunningJobSeesItsDeadlineAndIsNotFailedByPoll) {
   // A running job's deadline is checked by the job at node boundaries (the
   // executor throws deadline_exceeded); the scheduler never fails it twice.
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   Gate gate;
   Failures f;
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   const TimePoint deadline = clock->now() + 1ms;
   s.submit(
       "a", 0, deadline,
@@ -299,9 +299,9 @@ TEST(JobScheduler, RunningJobSeesItsDeadlineAndIsNotFailedByPoll) {
 }
 
 TEST(JobScheduler, RealtimeTimerExpiresQueuedJobs) {
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, std::make_shared<SteadyClock>(), 1);
   Gate gate;
   Failures f;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, std::make_shared<SteadyClock>(), 1);
   s.submit(
       "a", 0, kNoDeadline, [&](const PartitionContext&) { gate.wait(); }, f.for_job(1));
   gate.wait_for_waiters(1);
@@ -315,11 +315,11 @@ TEST(JobScheduler, RealtimeTimerExpiresQueuedJobs) {
 
 TEST(JobScheduler, PrioritiesWithinATenant) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p", 1, 64, 1)}, clock, 1);
   Gate gate;
   Counter done;
   std::mutex mu;
   std::vector<int> order;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p", 1, 64, 1)}, clock, 1);
   s.submit(
       "a", 0, kNoDeadline, [&](const PartitionContext&) { gate.wait(); }, no_fail());
   gate.wait_for_waiters(1);
@@ -343,9 +343,9 @@ TEST(JobScheduler, PrioritiesWithinATenant) {
 
 TEST(JobScheduler, QueueFullIsSynchronousWithRetryAfter) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p", 1, 2, 1), tenant("b", "p", 1, 2, 1)}, clock, 1);
   Gate gate;
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p", 1, 2, 1), tenant("b", "p", 1, 2, 1)}, clock, 1);
   s.submit(
       "a", 0, kNoDeadline,
       [&](const PartitionContext&) {
@@ -384,10 +384,10 @@ TEST(JobScheduler, QueueFullIsSynchronousWithRetryAfter) {
 
 TEST(JobScheduler, ShutdownFailsQueuedJobsAndWaitsForRunning) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}, {"q", 1, 2}}, {tenant("a", "p"), tenant("b", "q")}, clock, 2);
   Gate gate;
   Failures f;
   std::atomic<int> finished{0};
+  JobScheduler s({{"p", 1, 1}, {"q", 1, 2}}, {tenant("a", "p"), tenant("b", "q")}, clock, 2);
   s.submit(
       "a", 0, kNoDeadline,
       [&](const PartitionContext&) {
@@ -421,9 +421,9 @@ TEST(JobScheduler, ShutdownFailsQueuedJobsAndWaitsForRunning) {
 
 TEST(JobScheduler, RunThrowingDoesNotKillTheRunner) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   Failures f;
   Counter ok;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p")}, clock, 1);
   s.submit(
       "a", 0, kNoDeadline, [](const PartitionContext&) { throw std::runtime_error("boom"); }, f.for_job(1));
   s.submit(
@@ -445,8 +445,8 @@ TEST(JobScheduler, RunThrowingDoesNotKillTheRunner) {
 
 TEST(JobScheduler, BusyTimeFromTheInjectedClock) {
   auto clock = std::make_shared<ManualClock>();
-  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p"), tenant("b", "p")}, clock, 1);
   Counter done;
+  JobScheduler s({{"p", 1, 1}}, {tenant("a", "p"), tenant("b", "p")}, clock, 1);
   s.submit(
       "a", 0, kNoDeadline,
       [&](const PartitionContext&) {
@@ -491,9 +491,9 @@ TEST(JobScheduler, RandomizedThreadedLoadKeepsLimits) {
     }
     if (inflight[e.partition] > limit[e.partition] || running[e.tenant] > max_running[e.tenant]) ++violations;
   };
-  JobScheduler s(parts, tenants, std::make_shared<SteadyClock>(), 2, observer);
   std::atomic<int> ran{0}, failed{0}, rejected{0};
   std::vector<std::thread> submitters;
+  JobScheduler s(parts, tenants, std::make_shared<SteadyClock>(), 2, observer);
   for (int th = 0; th < 4; ++th) {
     submitters.emplace_back([&, th] {
       std::mt19937 rng(th);

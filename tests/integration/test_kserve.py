@@ -54,6 +54,22 @@ def dtypes_program():
             "outputs": ["i1", "nb", "h2", "bf2", "u1", "nd", "l2"]}
 
 
+def dtypes_inputs(bf16_type):
+    """dtypes_program()'s inputs: {name: (array, datatype)}; BF16 values as `bf16_type` arrays."""
+    return {"i": (np.array([1, -2, 2147483646], np.int32), "INT32"),
+            "b": (np.array([True, False, True]), "BOOL"),
+            "h": (np.array([0.5, -1.25], np.float16), "FP16"),
+            "bf": (np.array([1.5, -0.25], bf16_type), "BF16"),
+            "u": (np.array([0, 254], np.uint8), "UINT8"),
+            "d": (np.array([1e300, -2.5]), "FP64"),
+            "l": (np.array([2 ** 40, -3], np.int64), "INT64")}
+
+
+# dtypes_program()'s outputs for dtypes_inputs().
+DTYPES_WANT = {"i1": [2, -1, 2147483647], "nb": [False, True, False], "h2": [1.0, -2.5], "bf2": [3.0, -0.5],
+               "u1": [1, 255], "nd": [-1e300, 2.5], "l2": [2 ** 41, -6]}
+
+
 def capture(url, program, name=None, headers=None):
     body = {"program": program}
     if name is not None:
@@ -291,15 +307,8 @@ def test_datatypes_binary_and_json(base_url):
     assert dts == {"i": "INT32", "b": "BOOL", "h": "FP16", "bf": "BF16", "u": "UINT8", "d": "FP64",
                    "l": "INT64", "i1": "INT32", "nb": "BOOL", "h2": "FP16", "bf2": "BF16", "u1": "UINT8",
                    "nd": "FP64", "l2": "INT64"}
-    vals = {"i": (np.array([1, -2, 2147483646], np.int32), "INT32"),
-            "b": (np.array([True, False, True]), "BOOL"),
-            "h": (np.array([0.5, -1.25], np.float16), "FP16"),
-            "bf": (np.array([1.5, -0.25], np.float32), "BF16"),
-            "u": (np.array([0, 254], np.uint8), "UINT8"),
-            "d": (np.array([1e300, -2.5]), "FP64"),
-            "l": (np.array([2 ** 40, -3], np.int64), "INT64")}
-    want = {"i1": [2, -1, 2147483647], "nb": [False, True, False], "h2": [1.0, -2.5], "bf2": [3.0, -0.5],
-            "u1": [1, 255], "nd": [-1e300, 2.5], "l2": [2 ** 41, -6]}
+    vals = dtypes_inputs(np.float32)
+    want = DTYPES_WANT
     for binary in (False, True):
         inputs = [(k, v, dt, binary) for k, (v, dt) in vals.items()]
         _, out, was_binary = parse_infer(infer(base_url, name, inputs, binary_output=binary))

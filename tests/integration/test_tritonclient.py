@@ -17,7 +17,8 @@ import pytest
 import requests
 
 from conftest import server_with_config, tenants_config
-from test_kserve import affine_program, capture, dtypes_program, model_name, two_input_program
+from test_kserve import (DTYPES_WANT, affine_program, capture, dtypes_inputs, dtypes_program, model_name,
+                         two_input_program)
 
 httpclient = pytest.importorskip(
     "tritonclient.http", reason="tritonclient is not installed for this interpreter: run the suite under "
@@ -113,15 +114,8 @@ def test_async_infer(tc, affine):
 def test_datatypes_bf16_fp16_int64_bool(tc, srv):
     name = model_name()
     capture(srv.url, dtypes_program(), name, headers=hdr("alice"))
-    vals = {"i": (np.array([1, -2, 2147483646], np.int32), "INT32"),
-            "b": (np.array([True, False, True]), "BOOL"),
-            "h": (np.array([0.5, -1.25], np.float16), "FP16"),
-            "bf": (np.array([1.5, -0.25], ml_dtypes.bfloat16), "BF16"),
-            "u": (np.array([0, 254], np.uint8), "UINT8"),
-            "d": (np.array([1e300, -2.5]), "FP64"),
-            "l": (np.array([2 ** 40, -3], np.int64), "INT64")}
-    want = {"i1": [2, -1, 2147483647], "nb": [False, True, False], "h2": [1.0, -2.5], "bf2": [3.0, -0.5],
-            "u1": [1, 255], "nd": [-1e300, 2.5], "l2": [2 ** 41, -6]}
+    vals = dtypes_inputs(ml_dtypes.bfloat16)
+    want = DTYPES_WANT
     for binary in (True, False):
         # tritonclient sends BF16 only as binary data.
         inputs = [ii(k, v, dt, binary or dt == "BF16") for k, (v, dt) in vals.items()]

@@ -323,7 +323,7 @@ KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_
             std::string(want_dt) + shape_str(shape) + " (" + std::to_string(info->meta.nbytes()) + " bytes)");
       }
       r.shm_inputs.push_back({name, std::move(*ref)});
-      r.inputs.emplace(name, Tensor{});  // filled from the region by the caller
+      r.inputs.emplace(name, Tensor::empty_host(info->meta.dtype, info->meta.shape));  // the caller reads into it
     } else if (p.binary_data_size) {
       if (data_v) bad(what + ": give either \"data\" or parameters.binary_data_size, not both");
       if (static_cast<size_t>(*p.binary_data_size) != info->meta.nbytes()) {

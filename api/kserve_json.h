@@ -80,8 +80,9 @@ struct KServeInferRequest {
   // the model's.
   std::vector<KServeOutputRequest> outputs;
   bool outputs_named = false;  // the request named its outputs
-  // Inputs whose bytes are in shared memory: `inputs` holds an empty tensor
-  // for each, for the caller to fill from its region.
+  // Inputs whose bytes are in shared memory: `inputs` holds a host tensor of
+  // the input's dtype and shape for each, for the caller to read the region
+  // into.
   std::vector<KServeShmInput> shm_inputs;
   int64_t timeout_us = 0;  // parameters.timeout (microseconds); 0: none
 };

@@ -98,13 +98,8 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
   size_t have = 0, reported = 0;
   const std::string what = std::string("the ") + name_of(coding) + " body";
   for (;;) {
-    if (have == out.size()) {
-      if (out.size() > max_bytes) {
-        throw Error(ErrorCode::kPayloadTooLarge, what + " inflates past the " + std::to_string(max_bytes) +
-                                                     "-byte limit on request bodies (--max-body-bytes)");
-      }
-      out.resize(std::min<size_t>(out.size() * 2, max_bytes + 1));
-    }
+    // have <= max_bytes here (checked below), so the buffer can still grow.
+    if (have == out.size()) out.resize(std::min<size_t>(out.size() * 2, max_bytes + 1));
     const uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
     // At most grow_step bytes per call, charged (on_grow) before they are written.
     const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - have, std::max<size_t>(grow_step, 1)));

@@ -58,18 +58,14 @@ std::shared_ptr<const ShmRegion> region_of(const AppContext& app, const Tenant& 
   return r;
 }
 
-// Inputs whose bytes are in shared memory, read into their tensors.
-void read_shm_inputs(const AppContext& app, const Tenant& tenant, const KServeModel& m, KServeInferRequest& ir) {
+// Inputs whose bytes are in shared memory, read into their tensors (sized
+// by kserve_infer_from_body).
+void read_shm_inputs(const AppContext& app, const Tenant& tenant, KServeInferRequest& ir) {
   for (const auto& in : ir.shm_inputs) {
     auto region = region_of(app, tenant, in.ref.region);
-    const TensorMeta* meta = nullptr;
-    for (const auto& t : m.inputs) {
-      if (t.name == in.name) meta = &t.meta;
-    }
-    Tensor t = Tensor::empty_host(meta->dtype, meta->shape);
+    Tensor& t = ir.inputs.at(in.name);
     if (t.nbytes()) region->read(in.ref.offset, t.data(), t.nbytes());
-    if (meta->dtype == DType::kBool) check_kserve_bool_bytes(t, in.name);
-    ir.inputs[in.name] = std::move(t);
+    if (t.dtype() == DType::kBool) check_kserve_bool_bytes(t, in.name);
   }
 }
 
@@ -290,7 +286,7 @@ void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
           KServeModel m = model_of(*g);
           KServeInferRequest ir = kserve_infer_from_body(
               req.body, parse_inference_header_length(req.header("inference-header-content-length")), m);
-          read_shm_inputs(app, tenant, m, ir);
+          read_shm_inputs(app, tenant, ir);
           std::map<std::string, std::shared_ptr<const ShmRegion>> out_regions;
           for (const auto& o : ir.outputs) {
             if (o.shm) out_regions[o.name] = region_of(app, tenant, o.shm->region);

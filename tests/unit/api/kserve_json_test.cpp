@@ -189,7 +189,9 @@ TEST(KServeJson, SharedMemoryInputsAndOutputs) {
   EXPECT_EQ(r.shm_inputs[0].ref.region, "in");
   EXPECT_EQ(r.shm_inputs[0].ref.offset, 32u);
   EXPECT_EQ(r.shm_inputs[0].ref.byte_size, 16u);
-  EXPECT_TRUE(r.inputs.contains("x"));  // an empty placeholder for the caller to fill
+  ASSERT_TRUE(r.inputs.contains("x"));  // sized for the caller to read the region into
+  EXPECT_EQ(r.inputs.at("x").dtype(), DType::kFloat32);
+  EXPECT_EQ(r.inputs.at("x").shape(), (Shape{2, 2}));
   ASSERT_EQ(r.outputs.size(), 2u);
   ASSERT_TRUE(r.outputs[0].shm);
   EXPECT_EQ(r.outputs[0].shm->region, "out");

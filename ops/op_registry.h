@@ -150,6 +150,12 @@ struct OpContext {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
 };
 
+// Whether a node's results are equal on every rank of an SPMD job:
+// kFollowsOperands: when all its operands are; kReplicated: always (an
+// all_reduce); kPerRank: never (a reduce_scatter); kWhenSeeded: only with
+// its `seed` given (the random ops).
+enum class RankReplication : uint8_t { kFollowsOperands, kReplicated, kPerRank, kWhenSeeded };
+
 using InferFn = std::function<std::vector<TensorMeta>(const OpArgs<TensorMeta>&)>;
 using KernelFn = std::function<std::vector<Tensor>(const OpContext&, const OpArgs<Tensor>&)>;
 
@@ -190,6 +196,16 @@ class OpDef {
   // only where the graph may hold collectives (an SPMD graph's member whose
   // group enqueues on the capturing stream: DeviceGraph::capturable).
   bool collective = false;
+  // What the SPMD planner (scheduler/spmd_plan.cpp) knows of the results
+  // across an SPMD job's ranks (they commit rank 0's stored values only
+  // where every rank's are equal).
+  RankReplication replication = RankReplication::kFollowsOperands;
+  // A collective whose operand may differ across ranks along the dim this
+  // param names (all_gather's `dim`); -1: the operands must be equal.
+  int rank_varying_dim = -1;
+  // Writes the tenant's stored tensors through StoredIO, beyond a param
+  // written in place (`mutates`): the optimizers' params and state.
+  bool writes_stored_state = false;
 
   int param_index(std::string_view pname) const;  // -1 if absent
   std::string signature() const;  // "add(Tensor input, Scalar|Tensor other, *, Scalar alpha=1) -> Tensor"

@@ -66,7 +66,7 @@ struct EngineOptions {
   // server writes the flight recorders to its state dir).
   std::function<void()> on_collective_timeout;
   // The ranks' groups when not Gloo's (the server: NCCL on the CUDA
-  // backend, ops/cuda/nccl_process_group.h). On the CUDA backend, local
+  // backend, ops/dist/nccl/nccl_process_group.h). On the CUDA backend, local
   // rank r runs its program on GPU r either way (--ranks must not exceed
   // the visible GPUs: the constructor throws invalid_argument).
   dist::GroupFactory rank_groups;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "ops/dist/dim_layout.h"
-#include "ops/dist/dist_ops.h"
 #include "ops/dist/process_group.h"
 #include "ops/dist/spmd_infer.h"
 #include "ops/error.h"
@@ -90,11 +89,11 @@ void check_collectives(const SpmdPlan& p) {
   const CompiledProgram& first = *p.programs[0];
   for (size_t k = 0; k < first.nodes.size(); ++k) {
     const BoundNode& b = first.nodes[k];
-    if (!b.op || !dist::is_collective_op(b.op->name) || b.tensor_params.empty() || b.tensor_params[0].empty()) continue;
+    if (!b.op || !b.op->collective || b.tensor_params.empty() || b.tensor_params[0].empty()) continue;
     const TensorMeta& m0 = operand_meta(first, b);
     int64_t gather_dim = -1;
-    if (b.op->name == "dist.all_gather") {
-      gather_dim = b.attrs[1].to_int("dim");
+    if (b.op->rank_varying_dim >= 0) {
+      gather_dim = b.attrs[static_cast<size_t>(b.op->rank_varying_dim)].to_int("dim");
       if (gather_dim < 0) gather_dim += m0.dim();
     }
     for (size_t i = 1; i < p.programs.size(); ++i) {
@@ -117,8 +116,9 @@ bool seeded(const BoundNode& b) {
 }
 
 // Which values are equal on every rank: replicated inputs, stored tensors
-// and constants; the results of all_reduce, all_gather and broadcast; and
-// of any other node whose operands all are (random ops only with a seed).
+// and constants; the results of the ops whose OpDef::replication says so
+// (all_reduce, all_gather, broadcast); and of any other node whose
+// operands all are (random ops only with a seed).
 // A control-flow node counts as any other node.
 std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest* s) {
   std::set<int> rep;
@@ -131,11 +131,10 @@ std::set<int> replicated_values(const CompiledProgram& cp, const SpmdRequest* s)
   }
   for (const BoundNode& b : cp.nodes) {  // topological order
     bool r = true;
-    const std::string& op = b.op ? b.op->name : std::string();
-    if (op == "dist.all_reduce" || op == "dist.all_gather" || op == "dist.broadcast") {
+    const RankReplication how = b.op ? b.op->replication : RankReplication::kFollowsOperands;
+    if (how == RankReplication::kReplicated) {
       r = true;
-    } else if (op == "dist.reduce_scatter" || op == "dist.all_to_all" ||
-               ((op == "rand" || op == "randn") && !seeded(b))) {
+    } else if (how == RankReplication::kPerRank || (how == RankReplication::kWhenSeeded && !seeded(b))) {
       r = false;
     } else {
       for (const auto& ids : b.tensor_params) {
@@ -153,7 +152,7 @@ void check_stored_writes(const SpmdPlan& p, const JobSpec& spec) {
     // In-place writes to stored tensors and the optimizers (which write
     // params and state through the job's StoredIO) commit rank 0's values:
     // every rank's must be the same.
-    const bool writes = !b.writes_stored.empty() || (b.op && b.op->name.starts_with("optim."));
+    const bool writes = !b.writes_stored.empty() || (b.op && b.op->writes_stored_state);
     if (!writes) continue;
     for (const auto& ids : b.tensor_params) {
       for (int v : ids) {

@@ -8,6 +8,10 @@
 #                               wheel's binary), run through Debian 13's
 #                               loader: the wheel is built for glibc 2.38 and
 #                               GCC 13's libstdc++, Debian 12 has 2.36 and 12
+#   build/tools-venv            a plain venv (no system site packages,
+#                               scripts/tools-constraints.txt): mypy,
+#                               schemathesis, PyPA's build, numpy 2.x, the
+#                               client's dependencies as PyPI resolves them
 # Idempotent: a venv whose stamp matches the constraints is kept. pip's cache
 # (~/.cache/pip) and the downloaded files (~/.cache/tensord) are reused.
 set -euo pipefail
@@ -20,13 +24,25 @@ PERF_ANALYZER_VERSION=2.60.0
 # beside it). Versions are those of the day; a newer one is taken if the
 # archive no longer has them.
 TRIXIE_DEBS=(libc6=2.41-12+deb13u5 libstdc++6=14.2.0-19 libgcc-s1=14.2.0-19)
-stamp="$(sha256sum "$CONSTRAINTS" "$0" | sha256sum | cut -c1-16)"
+TOOLS_VENV=build/tools-venv
+TOOLS_CONSTRAINTS=scripts/tools-constraints.txt
+stamp="$(sha256sum "$CONSTRAINTS" "$TOOLS_CONSTRAINTS" "$0" | sha256sum | cut -c1-16)"
 
-if [ -f "$VENV/.stamp" ] && [ "$(cat "$VENV/.stamp")" = "$stamp" ] && [ -x "$VENV/bin/perf_analyzer" ]; then
-  echo "install-pytools: $VENV up to date"
+if [ -f "$VENV/.stamp" ] && [ "$(cat "$VENV/.stamp")" = "$stamp" ] && [ -x "$VENV/bin/perf_analyzer" ] &&
+  [ -f "$TOOLS_VENV/.stamp" ] && [ "$(cat "$TOOLS_VENV/.stamp")" = "$stamp" ]; then
+  echo "install-pytools: $VENV and $TOOLS_VENV up to date"
   exit 0
 fi
 mkdir -p build "$CACHE"
+
+# The tools venv: every package pinned, nothing of Debian's visible.
+rm -rf "$TOOLS_VENV"
+/usr/bin/python3 -m venv "$TOOLS_VENV"
+"$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check -c "$TOOLS_CONSTRAINTS" \
+  mypy types-requests schemathesis build numpy requests websocket-client
+echo "$stamp" > "$TOOLS_VENV/.stamp"
+echo "install-pytools: $TOOLS_VENV ready ($(du -sh "$TOOLS_VENV" | cut -f1))"
+
 rm -rf "$VENV"
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
 "$VENV/bin/pip" install -q --disable-pip-version-check -c "$CONSTRAINTS" "tritonclient[http]" requests urllib3

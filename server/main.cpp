@@ -29,9 +29,9 @@
 #include "server/shutdown_watchdog.h"
 #include "server/flight_recorder_files.h"
 #include "server/spmd_peers_http.h"
-#include "ops/dist/gloo_process_group.h"
+#include "ops/dist/store.h"
 #if defined(TENSORD_HAVE_NCCL)
-#include "ops/cuda/nccl_process_group.h"
+#include "ops/dist/nccl/nccl_process_group.h"
 #endif
 #include "server/config_reloader.h"
 #include "server/shm_registry.h"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "api/spmd_part_json.h"
-#include "ops/dist/gloo_process_group.h"
+#include "ops/dist/store.h"
 #include "ops/error.h"
 #include "server/beast.h"
 

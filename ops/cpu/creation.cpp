@@ -407,6 +407,7 @@ void add_random(OpRegistry& r, const char* name, Dist dist) {
                : "Standard normal random values; deterministic given `seed` (Philox4x32-10 + Box-Muller).";
   op.params = {size_param(), dtype_kwarg(Attr("float32")), ParamSpec{"seed", ParamKind::kInt, Attr(), true, true}};
   op.outputs = {"out"};
+  op.replication = RankReplication::kWhenSeeded;  // equal on every rank only given the same seed
   op.dtypes = dtypes_join({dtypes_floating(), dtypes_complex()});
   std::string n = name;
   auto dtype_of = [n](const Attr& a) {

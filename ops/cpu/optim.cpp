@@ -446,6 +446,7 @@ void add_optimizer(OpRegistry& r, const char* name, Kind kind, std::string doc, 
                    bool amp) {
   OpDef op;
   op.name = name;
+  op.writes_stored_state = true;  // params and state, through the job's StoredIO
   op.doc = std::move(doc);
   op.params = {ParamSpec{"params", ParamKind::kTensorList, Attr(), false, false},
                ParamSpec{"grads", ParamKind::kTensorList, Attr(), false, false}};

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ops/backend.h"
 #include "ops/dist/process_group.h"
@@ -113,8 +114,7 @@ void check_host_group(const OpContext& ctx, const char* op) {
   }
 }
 
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-// What a device kernel asks of the group (ProcessGroup::make_call's
+// What a kernel asks of the group (ProcessGroup::make_call's
 // arguments).
 struct CallSpec {
   CollectiveOp op = CollectiveOp::kAllReduce;
@@ -123,6 +123,7 @@ struct CallSpec {
   int src = 0;
 };
 
+#if defined(TENSORD_DIST_DEVICE_KERNELS)
 Shape result_shape(const CollectiveCall& call, int group_size) {
   Shape s = call.input.shape();
   if (call.op == CollectiveOp::kAllGather) s[static_cast<size_t>(call.dim)] *= group_size;
@@ -190,207 +191,181 @@ void device_kernel(OpDef& op, std::function<CallSpec(const OpArgs<Tensor>&)> spe
 }
 #endif
 
-ParamSpec input_param() {
-  return ParamSpec{"input", ParamKind::kTensor, Attr(), false, false};
+// The ops' table: one row per collective. Everything else (the name, the
+// dtypes, shape inference, the CPU and device kernels) follows from the
+// collective and the attributes the row lists, so a new collective is one
+// row here and its call in ProcessGroup.
+struct CollectiveRow {
+  CollectiveOp op;
+  const char* doc;
+  std::vector<ParamSpec> attrs;  // after `input` (none for barrier)
+};
+
+ParamSpec reduce_param() {
+  return ParamSpec{"op", ParamKind::kString, Attr("sum"), false, true};
+}
+ParamSpec dim_param() {
+  return ParamSpec{"dim", ParamKind::kInt, Attr(0), false, true};
+}
+ParamSpec src_param() {
+  return ParamSpec{"src", ParamKind::kInt, Attr(0), false, true};
 }
 
-void add_all_reduce(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.all_reduce";
-  op.doc = "Sum, avg, max, min or prod of input over every rank of the group, elementwise (replicated).";
-  op.params = {input_param(), ParamSpec{"op", ParamKind::kString, Attr("sum"), false, true}};
-  op.outputs = {"out"};
-  op.dtypes = reduce_dtypes();
-  op.infer = [](const OpArgs<TensorMeta>& a) {
-    reduce_of(a.attr(1), "dist.all_reduce");
-    check_reduce_dtype(a.tensor(0), "dist.all_reduce");
-    return std::vector<TensorMeta>{a.tensor(0)};
+std::vector<CollectiveRow> collective_rows() {
+  return {
+      {CollectiveOp::kAllReduce,
+       "Sum, avg, max, min or prod of input over every rank of the group, elementwise (replicated).",
+       {reduce_param()}},
+      {CollectiveOp::kAllGather,
+       "Every rank's input concatenated along dim in rank order (replicated); extents along dim may differ.",
+       {dim_param()}},
+      {CollectiveOp::kReduceScatter,
+       "all_reduce, then this rank's part of the result split evenly along dim.",
+       {reduce_param(), dim_param()}},
+      {CollectiveOp::kBroadcast,
+       "Rank src's input (src: an index within the group) on every rank (replicated).",
+       {src_param()}},
+      {CollectiveOp::kAllToAll,
+       "input split evenly along dim, part r sent to rank r, the parts received concatenated in rank order.",
+       {dim_param()}},
+      {CollectiveOp::kBarrier, "Returns when every rank of the group reached it; no operands, no outputs.", {}},
   };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const ReduceOp red = reduce_of(a.attr(1), "dist.all_reduce");
-    check_host_group(ctx, "dist.all_reduce");
-    if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
-    return std::vector<Tensor>{finish(ctx.group->all_reduce(a.tensor(0), red), ctx)};
-  };
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-  device_kernel(op, [](const OpArgs<Tensor>& a) {
-    return CallSpec{CollectiveOp::kAllReduce, reduce_of(a.attr(1), "dist.all_reduce")};
-  });
-#endif
-  op.collective = true;
-  r.add(std::move(op));
 }
 
-void add_all_gather(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.all_gather";
-  op.doc = "Every rank's input concatenated along dim in rank order (replicated); extents along dim may differ.";
-  op.params = {input_param(), ParamSpec{"dim", ParamKind::kInt, Attr(0), false, true}};
-  op.outputs = {"out"};
-  op.dtypes = dtypes_all();
-  op.infer = [](const OpArgs<TensorMeta>& a) {
-    TensorMeta out = a.tensor(0);
-    const auto d = static_cast<size_t>(dim_of(out, a.attr(1), "dist.all_gather"));
-    SpmdInferContext* c = current_spmd_infer();
-    const int64_t mine = out.shape[d];
-    int64_t total = mine * (c ? c->group_size : 1);
-    if (c) {
-      c->seen_extents[a.node] = mine;
-      auto it = c->gather_extents.find(a.node);
-      if (it != c->gather_extents.end()) {
-        total = 0;
-        for (int64_t e : it->second) total += e;
+bool reduces(CollectiveOp op) {
+  return op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter;
+}
+
+// Where a row's attributes sit among its op's params.
+struct Layout {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  std::string name;  // "dist.all_reduce"
+  int reduce_at = -1;
+  int dim_at = -1;
+  int src_at = -1;
+};
+
+// The call's arguments from the node's attributes (x: the operand's meta),
+// checked as ProcessGroup::make_call needs them.
+template <class T>
+CallSpec spec_of(const Layout& l, const TensorMeta& x, const OpArgs<T>& a) {
+  CallSpec s;
+  s.op = l.op;
+  if (l.reduce_at >= 0) s.reduce = reduce_of(a.attr(static_cast<size_t>(l.reduce_at)), l.name);
+  if (l.dim_at >= 0) s.dim = dim_of(x, a.attr(static_cast<size_t>(l.dim_at)), l.name);
+  if (l.src_at >= 0) s.src = static_cast<int>(a.attr(static_cast<size_t>(l.src_at)).to_int((l.name + ": src").c_str()));
+  return s;
+}
+
+// all_gather's result along dim: every rank's extent, known to the SPMD
+// planner (SpmdInferContext::gather_extents), or this rank's times the
+// group's size.
+int64_t gathered_extent(const TensorMeta& x, int64_t d, const std::string& node) {
+  SpmdInferContext* c = current_spmd_infer();
+  const int64_t mine = x.shape[static_cast<size_t>(d)];
+  if (!c) return mine;
+  c->seen_extents[node] = mine;
+  auto it = c->gather_extents.find(node);
+  if (it == c->gather_extents.end()) return mine * c->group_size;
+  int64_t total = 0;
+  for (int64_t e : it->second) total += e;
+  return total;
+}
+
+std::vector<TensorMeta> infer(const Layout& l, const OpArgs<TensorMeta>& a) {
+  if (l.op == CollectiveOp::kBarrier) return {};
+  TensorMeta out = a.tensor(0);
+  if (l.reduce_at >= 0) reduce_of(a.attr(static_cast<size_t>(l.reduce_at)), l.name);
+  if (reduces(l.op)) check_reduce_dtype(out, l.name);
+  const CallSpec s = spec_of(l, out, a);
+  const auto d = static_cast<size_t>(s.dim);
+  switch (l.op) {
+    case CollectiveOp::kAllGather:
+      out.shape[d] = gathered_extent(out, s.dim, a.node);
+      break;
+    case CollectiveOp::kReduceScatter:
+      check_even(out, s.dim, l.name);
+      out.shape[d] /= group_size();
+      break;
+    case CollectiveOp::kAllToAll:
+      check_even(out, s.dim, l.name);
+      break;
+    case CollectiveOp::kBroadcast:
+      if (s.src < 0 || s.src >= group_size()) {
+        throw Error(ErrorCode::kInvalidArgument, l.name + ": src " + std::to_string(s.src) +
+                                                     " is outside the group of " + std::to_string(group_size()) +
+                                                     " ranks");
       }
-    }
-    out.shape[d] = total;
-    return std::vector<TensorMeta>{out};
-  };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather");
-    check_host_group(ctx, "dist.all_gather");
-    if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
-    return std::vector<Tensor>{finish(ctx.group->all_gather(a.tensor(0), d), ctx)};
-  };
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-  device_kernel(op, [](const OpArgs<Tensor>& a) {
-    return CallSpec{CollectiveOp::kAllGather, ReduceOp::kSum, dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_gather")};
-  });
-#endif
-  op.collective = true;
-  r.add(std::move(op));
+      break;
+    default:
+      break;
+  }
+  return {out};
 }
 
-void add_reduce_scatter(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.reduce_scatter";
-  op.doc = "all_reduce, then this rank's part of the result split evenly along dim.";
-  op.params = {input_param(), ParamSpec{"op", ParamKind::kString, Attr("sum"), false, true},
-               ParamSpec{"dim", ParamKind::kInt, Attr(0), false, true}};
-  op.outputs = {"out"};
-  op.dtypes = reduce_dtypes();
-  op.infer = [](const OpArgs<TensorMeta>& a) {
-    const std::string name = "dist.reduce_scatter";
-    reduce_of(a.attr(1), name);
-    check_reduce_dtype(a.tensor(0), name);
-    TensorMeta out = a.tensor(0);
-    const int64_t d = dim_of(out, a.attr(2), name);
-    check_even(out, d, name);
-    out.shape[static_cast<size_t>(d)] /= group_size();
-    return std::vector<TensorMeta>{out};
-  };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const std::string name = "dist.reduce_scatter";
-    const ReduceOp red = reduce_of(a.attr(1), name);
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(2), name);
-    check_host_group(ctx, "dist.reduce_scatter");
-    if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
-    return std::vector<Tensor>{finish(ctx.group->reduce_scatter(a.tensor(0), red, d), ctx)};
-  };
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-  device_kernel(op, [](const OpArgs<Tensor>& a) {
-    const std::string name = "dist.reduce_scatter";
-    return CallSpec{CollectiveOp::kReduceScatter, reduce_of(a.attr(1), name),
-                    dim_of(a.tensor(0).meta(), a.attr(2), name)};
-  });
-#endif
-  op.collective = true;
-  r.add(std::move(op));
-}
-
-void add_broadcast(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.broadcast";
-  op.doc = "Rank src's input (src: an index within the group) on every rank (replicated).";
-  op.params = {input_param(), ParamSpec{"src", ParamKind::kInt, Attr(0), false, true}};
-  op.outputs = {"out"};
-  op.dtypes = dtypes_all();
-  op.infer = [](const OpArgs<TensorMeta>& a) {
-    const int64_t src = a.attr(1).to_int("dist.broadcast: src");
-    const int n = group_size();
-    if (src < 0 || src >= n) {
-      throw Error(ErrorCode::kInvalidArgument, "dist.broadcast: src " + std::to_string(src) +
-                                                   " is outside the group of " + std::to_string(n) + " ranks");
-    }
-    return std::vector<TensorMeta>{a.tensor(0)};
-  };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const auto src = static_cast<int>(a.attr(1).to_int("dist.broadcast: src"));
-    check_host_group(ctx, "dist.broadcast");
-    if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
-    return std::vector<Tensor>{finish(ctx.group->broadcast(a.tensor(0), src), ctx)};
-  };
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-  device_kernel(op, [](const OpArgs<Tensor>& a) {
-    return CallSpec{CollectiveOp::kBroadcast, ReduceOp::kSum, 0,
-                    static_cast<int>(a.attr(1).to_int("dist.broadcast: src"))};
-  });
-#endif
-  op.collective = true;
-  r.add(std::move(op));
-}
-
-void add_all_to_all(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.all_to_all";
-  op.doc = "input split evenly along dim, part r sent to rank r, the parts received concatenated in rank order.";
-  op.params = {input_param(), ParamSpec{"dim", ParamKind::kInt, Attr(0), false, true}};
-  op.outputs = {"out"};
-  op.dtypes = dtypes_all();
-  op.infer = [](const OpArgs<TensorMeta>& a) {
-    const int64_t d = dim_of(a.tensor(0), a.attr(1), "dist.all_to_all");
-    check_even(a.tensor(0), d, "dist.all_to_all");
-    return std::vector<TensorMeta>{a.tensor(0)};
-  };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>& a) {
-    const int64_t d = dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all");
-    check_host_group(ctx, "dist.all_to_all");
-    if (!ctx.group) return std::vector<Tensor>{a.tensor(0).clone_host()};
-    return std::vector<Tensor>{finish(ctx.group->all_to_all(a.tensor(0), d), ctx)};
-  };
-#if defined(TENSORD_DIST_DEVICE_KERNELS)
-  device_kernel(op, [](const OpArgs<Tensor>& a) {
-    return CallSpec{CollectiveOp::kAllToAll, ReduceOp::kSum, dim_of(a.tensor(0).meta(), a.attr(1), "dist.all_to_all")};
-  });
-#endif
-  op.collective = true;
-  r.add(std::move(op));
-}
-
-void add_barrier(OpRegistry& r) {
-  OpDef op;
-  op.name = "dist.barrier";
-  op.doc = "Returns when every rank of the group reached it; no operands, no outputs.";
-  op.dtypes = dtypes_all();  // no operands: no dtype is refused
-  op.dtype_note = "takes no tensors";
-  op.infer = [](const OpArgs<TensorMeta>&) { return std::vector<TensorMeta>{}; };
-  op.kernels["cpu"] = [](const OpContext& ctx, const OpArgs<Tensor>&) {
+// The CPU kernel: the collective on the rank's (host) group; without one,
+// a copy of the operand.
+std::vector<Tensor> run_on_host(const Layout& l, const OpContext& ctx, const OpArgs<Tensor>& a) {
+  if (l.op == CollectiveOp::kBarrier) {
     if (ctx.group) wait_for(*ctx.group->barrier(), ctx);
-    return std::vector<Tensor>{};
-  };
-  // No operands: the rank's earlier work need not be waited for.
+    return {};
+  }
+  const Tensor& x = a.tensor(0);
+  const CallSpec s = spec_of(l, x.meta(), a);
+  check_host_group(ctx, l.name.c_str());
+  if (!ctx.group) return {x.clone_host()};
+  return {finish(ctx.group->submit(ctx.group->make_call(s.op, &x, s.reduce, s.dim, s.src)), ctx)};
+}
+
+OpDef collective_op(const CollectiveRow& row) {
+  OpDef op;
+  Layout l;
+  l.op = row.op;
+  l.name = "dist." + std::string(collective_op_name(row.op));
+  op.name = l.name;
+  op.doc = row.doc;
+  if (row.op != CollectiveOp::kBarrier) {
+    op.params.push_back(ParamSpec{"input", ParamKind::kTensor, Attr(), false, false});
+    op.outputs = {"out"};
+  } else {
+    op.dtype_note = "takes no tensors";  // no operands: no dtype is refused
+  }
+  for (const ParamSpec& p : row.attrs) {
+    const int at = static_cast<int>(op.params.size());
+    if (p.name == "op") l.reduce_at = at;
+    if (p.name == "dim") l.dim_at = at;
+    if (p.name == "src") l.src_at = at;
+    op.params.push_back(p);
+  }
+  op.dtypes = reduces(row.op) ? reduce_dtypes() : dtypes_all();
+  op.infer = [l](const OpArgs<TensorMeta>& a) { return infer(l, a); };
+  op.kernels["cpu"] = [l](const OpContext& ctx, const OpArgs<Tensor>& a) { return run_on_host(l, ctx, a); };
 #if defined(TENSORD_DIST_DEVICE_KERNELS)
-  op.kernels["cuda"] = op.kernels["cpu"];
+  if (row.op == CollectiveOp::kBarrier) {
+    // No operands: the rank's earlier work need not be waited for.
+    op.kernels["cuda"] = op.kernels["cpu"];
+  } else {
+    device_kernel(op, [l](const OpArgs<Tensor>& a) { return spec_of(l, a.tensor(0).meta(), a); });
+  }
 #endif
   op.collective = true;
-  r.add(std::move(op));
+  // What the SPMD planner knows of the result across ranks.
+  const bool replicated =
+      row.op == CollectiveOp::kAllReduce || row.op == CollectiveOp::kAllGather || row.op == CollectiveOp::kBroadcast;
+  op.replication = replicated                         ? RankReplication::kReplicated
+                   : row.op == CollectiveOp::kBarrier ? RankReplication::kFollowsOperands
+                                                      : RankReplication::kPerRank;
+  if (row.op == CollectiveOp::kAllGather) op.rank_varying_dim = l.dim_at;
+  return op;
 }
 
 void register_dist_ops(OpRegistry& r) {
-  add_all_reduce(r);
-  add_all_gather(r);
-  add_reduce_scatter(r);
-  add_broadcast(r);
-  add_all_to_all(r);
-  add_barrier(r);
+  for (const CollectiveRow& row : collective_rows()) r.add(collective_op(row));
 }
 
 const KernelRegistration kDistOps(register_dist_ops);
 
 }  // namespace
-
-bool is_collective_op(std::string_view op) {
-  return op.starts_with("dist.");
-}
 
 void link_dist_ops() {
   // Nothing to do: referencing this function links this file, whose

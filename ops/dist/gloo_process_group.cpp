@@ -12,17 +12,11 @@
 #include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
-#include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include <netdb.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -37,35 +31,7 @@ namespace tensord::dist {
 
 namespace chr = std::chrono;
 
-std::shared_ptr<gloo::rendezvous::Store> make_hash_store() {
-  return std::make_shared<gloo::rendezvous::HashStore>();
-}
-
-std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir) {
-  return std::make_shared<gloo::rendezvous::FileStore>(dir);
-}
-
 namespace {
-// Whether something accepts TCP connections at host:port. Gloo's
-// RedisStore leaks its hiredis context when it cannot connect (it throws
-// without freeing it): an unreachable address is refused before it.
-bool accepts_connections(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
-  bool ok = false;
-  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return ok;
-}
-
 // Gloo's TCP pairs write with writev, which raises SIGPIPE on a connection
 // its peer closed (an aborted group's, ProcessGroup::abort): the default
 // action ends the process (a unit test died of it). As under Python, where
@@ -84,37 +50,6 @@ void ignore_sigpipe() {
   });
 }
 }  // namespace
-
-std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port) {
-  if (!accepts_connections(host, port)) {
-    throw Error(ErrorCode::kUnavailable,
-                "redis at " + host + ":" + std::to_string(port) + ": nothing accepts connections there");
-  }
-  try {
-    return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::kUnavailable, "redis at " + host + ":" + std::to_string(port) + ": " + e.what());
-  }
-}
-
-bool store_has_key(gloo::rendezvous::Store& store, const std::string& key) {
-  if (auto* r = dynamic_cast<gloo::rendezvous::RedisStore*>(&store)) return r->check({key});
-  try {
-    store.wait({key}, std::chrono::milliseconds(1));
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-void store_set(gloo::rendezvous::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<char>(value.begin(), value.end()));
-}
-
-std::string store_get(gloo::rendezvous::Store& store, const std::string& key) {
-  std::vector<char> v = store.get(key);
-  return std::string(v.begin(), v.end());
-}
 
 std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& hostname) {
   gloo::transport::tcp::attr attr;
@@ -156,39 +91,23 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, ProcessGroupOptions opts,
   }
   context_ = std::move(ctx);
   recorder()->set_comm_lib_version(version());
-  worker_ = std::thread([this] { worker_loop(); });
+  start_worker();
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
-  std::deque<Task> pending;
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    pending.swap(queue_);
-  }
-  cv_.notify_all();
-  for (auto& t : pending) {
-    t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled: the group "
-                                                                                         "was destroyed first")));
-  }
   // A fingerprint exchange in progress ends now, not at its timeout.
-  abort("the group was destroyed");
-  if (worker_.joinable()) worker_.join();
+  stop_worker([this] { abort("the group was destroyed"); });
 }
 
 void GlooProcessGroup::abort(const std::string& reason) {
-  std::deque<Task> pending;
   const std::string why = reason.empty() ? "aborted" : reason;
   {
     std::lock_guard lock(mu_);
     if (!aborted_.empty()) return;
     aborted_ = why;
-    pending.swap(queue_);
   }
   exchange_abort_.abort();
-  for (auto& t : pending) {
-    t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was aborted: " + why)));
-  }
+  cancel_queued(why);
   // Peers waiting on this rank (its fingerprint, its data) see their
   // connection close and fail at once. Pair::close takes each pair's lock:
   // safe beside the group's thread.
@@ -217,33 +136,6 @@ bool GlooProcessGroup::supports_dtype(CollectiveOp op, ReduceOp, DType dtype) co
       return true;
     default:
       return false;
-  }
-}
-
-void GlooProcessGroup::enqueue(CollectiveCall call, std::shared_ptr<Work> work) {
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(Task{std::move(call), std::move(work)});
-  }
-  cv_.notify_one();
-}
-
-void GlooProcessGroup::worker_loop() {
-  for (;;) {
-    Task t;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      t = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    t.work->mark_started();
-    try {
-      run(t.call, *t.work);
-    } catch (...) {
-      t.work->fail(std::current_exception());
-    }
   }
 }
 
@@ -324,7 +216,8 @@ static void divide_by(DType dtype, void* p, size_t n, int size) {
   dispatch_reduce_dtype(dtype, [&](auto zero) { divide<decltype(zero)>(p, n, size); });
 }
 
-void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
+std::vector<Tensor> GlooProcessGroup::run(const CollectiveCall& call, bool agree_only) {
+  TENSORD_ASSERT(!agree_only);  // Gloo captures nothing: agree_captured is refused before
   const std::string what = describe(call);
   const auto aborted = [&] {
     std::lock_guard lock(mu_);
@@ -558,7 +451,7 @@ void GlooProcessGroup::run(const CollectiveCall& call, Work& work) {
   } catch (const gloo::EnforceNotMet& e) {
     failed_inside_gloo(e.what());
   }
-  work.finish(std::move(outputs));
+  return outputs;
 }
 
 }  // namespace tensord::dist

@@ -1,8 +1,7 @@
 // GlooProcessGroup: the collectives of ProcessGroup on Gloo (Debian's
 // libgloo), its TCP transport and its algorithms. One Gloo context per
-// group and rank, joined through a gloo::rendezvous::Store (FileStore for
-// servers sharing a filesystem, HashStore in one process, RedisStore
-// later); collectives run in seq order on the group's own thread.
+// group and rank, joined through a rendezvous store (ops/dist/store.h); collectives run in seq order on the group's own
+// thread.
 //
 // Before each collective the ranks exchange a fingerprint (seq, op, dtype,
 // shape, dim, src, split sizes) point to point, so ranks that disagree fail
@@ -18,17 +17,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ops/dist/gloo_fingerprint.h"
 #include "ops/dist/process_group.h"
+#include "ops/dist/store.h"
 
 namespace gloo {
 class Context;
@@ -55,16 +52,6 @@ struct GlooOptions {
   std::shared_ptr<gloo::transport::Device> device;
 };
 
-// The stores: an in-process one (ranks as threads) and a directory.
-std::shared_ptr<gloo::rendezvous::Store> make_hash_store();
-std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir);
-// A Redis server's (one connection: one thread at a time).
-std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port);
-// Whether the store holds `key` now (no wait).
-bool store_has_key(gloo::rendezvous::Store& store, const std::string& key);
-// A key's value written (once: a store may refuse a second write) and read.
-void store_set(gloo::rendezvous::Store& store, const std::string& key, const std::string& value);
-std::string store_get(gloo::rendezvous::Store& store, const std::string& key);
 // A loopback/host TCP device for `hostname`.
 std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& hostname);
 
@@ -86,15 +73,9 @@ class GlooProcessGroup final : public ProcessGroup {
   static std::string version();
 
  protected:
-  void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
+  std::vector<Tensor> run(const CollectiveCall& call, bool agree_only) override;
 
  private:
-  struct Task {
-    CollectiveCall call;
-    std::shared_ptr<Work> work;
-  };
-  void worker_loop();
-  void run(const CollectiveCall& call, Work& work);
   // Marks the group broken (worker thread) and closes its connections.
   void break_group(std::string why);
 
@@ -106,13 +87,9 @@ class GlooProcessGroup final : public ProcessGroup {
   std::vector<std::shared_ptr<void>> graveyard_;
   ExchangeAbort exchange_abort_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
+  std::mutex mu_;        // aborted_
   std::string aborted_;  // abort()'s reason; empty until then
   std::string broken_;   // why the group is unusable; empty while healthy (worker thread only)
-  std::thread worker_;
 };
 
 }  // namespace tensord::dist

@@ -1,7 +1,7 @@
 // GroupFactory: how a server's rank joins a group when its collectives are
 // not Gloo's (API.md 8: "the engine is NCCL on CUDA"). The rank workers
 // (scheduler/rank_workers.h) make Gloo groups themselves; a device
-// backend's library provides a factory (ops/cuda/nccl_process_group.h:
+// backend's library provides a factory (ops/dist/nccl/nccl_process_group.h:
 // nccl_group_factory) and the server hands it to the engine. Header only:
 // the scheduler uses the type without linking the device library.
 #pragma once

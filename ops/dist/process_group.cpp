@@ -41,6 +41,36 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions opts)
   opts_.recorder->register_group(opts_.name, opts_.desc, opts_.pg_id, opts_.global_ranks);
 }
 
+void ProcessGroup::start_worker() {
+  worker_.start([this](const CollectiveWorker::Task& t) { return run(t.call, t.agree_only); },
+                [this] { on_worker_start(); });
+}
+
+void ProcessGroup::stop_worker(const std::function<void()>& interrupt) {
+  worker_.stop(
+      [this](const CollectiveCall& c) {
+        return Error(ErrorCode::kCancelled, describe(c) + " was cancelled: the group was destroyed first");
+      },
+      interrupt);
+}
+
+void ProcessGroup::cancel_queued(const std::string& why) {
+  worker_.fail_queued(
+      [&](const CollectiveCall& c) { return Error(ErrorCode::kCancelled, describe(c) + " was aborted: " + why); });
+}
+
+void ProcessGroup::enqueue(CollectiveCall call, std::shared_ptr<Work> work) {
+  CollectiveWorker::Task t{std::move(call), work, false};
+  if (worker_.push(std::move(t))) return;
+  work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, "group " + name() + " is shutting down")));
+}
+
+void ProcessGroup::enqueue_agreement(const CollectiveCall& call, const std::shared_ptr<Work>& work) {
+  if (!worker_.push(CollectiveWorker::Task{call, work, true})) {
+    throw Error(ErrorCode::kCancelled, std::string(backend_name()) + " group " + name() + " is shutting down");
+  }
+}
+
 uint64_t ProcessGroup::last_seq() const {
   std::lock_guard lock(seq_mu_);
   return seq_;

@@ -16,8 +16,10 @@
 // ops/dist/captured_collective.h). The others (Gloo) refuse by name.
 //
 // Thread-safety: the collective calls may come from any thread; their
-// order of calls is the order of seqs. Implementations live in their own
-// files (gloo_process_group.*, ops/cuda/nccl_process_group.*).
+// order of calls is the order of seqs. The base owns the thread the
+// collectives run on (CollectiveWorker), so a backend implements the call
+// (run) and what it supports. Implementations live in their own files
+// (gloo_process_group.*, nccl/nccl_process_group.*).
 #pragma once
 
 #include <atomic>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "ops/dist/collective.h"
+#include "ops/dist/collective_worker.h"
 #include "ops/dist/flight_recorder.h"
 #include "ops/dist/work.h"
 #include "ops/error.h"
@@ -164,10 +167,26 @@ class ProcessGroup {
  protected:
   ProcessGroup(int rank, int size, ProcessGroupOptions opts);
 
-  // Runs `call` asynchronously and reports through `work`. Called with the
-  // seq lock held, so calls arrive in seq order; must not block on the
-  // collective itself.
-  virtual void enqueue(CollectiveCall call, std::shared_ptr<Work> work) = 0;
+  // The collective itself: runs on the group's worker thread, one call at
+  // a time in seq order; returns its outputs (none for barrier) or throws,
+  // and the call's Work finishes or fails with that. `agree_only`: an
+  // agree_captured check across the ranks (no transfer, seq 0).
+  virtual std::vector<Tensor> run(const CollectiveCall& call, bool agree_only) = 0;
+  // Runs on the worker thread before its first call (a device's context).
+  virtual void on_worker_start() {}
+  // The worker's life, bracketing the backend's own: start_worker() last in
+  // the backend's constructor, stop_worker() first in its destructor (the
+  // worker calls run(), which needs the backend's members). stop_worker
+  // fails the calls still queued (cancelled), calls `interrupt` (to end the
+  // running call early) and waits for the running call.
+  void start_worker();
+  void stop_worker(const std::function<void()>& interrupt = {});
+  // Fails the calls still queued (not the running one): cancelled, "<call>
+  // was aborted: <why>" (abort()).
+  void cancel_queued(const std::string& why);
+  // Queues agree_captured's check (a Work of seq 0, recorded nowhere);
+  // throws cancelled once the group is being destroyed.
+  void enqueue_agreement(const CollectiveCall& call, const std::shared_ptr<Work>& work);
 
   // prepare_captured's check across the ranks, asynchronous: the Work
   // (seq 0, recorded nowhere) finishes once every rank agreed, or fails.
@@ -187,6 +206,8 @@ class ProcessGroup {
  private:
   // Takes the next seq for `call` and records it (seq_mu_ held).
   std::shared_ptr<Work> take_seq(CollectiveCall& call);
+  // Queues `call` on the worker (seq_mu_ held, so calls queue in seq order).
+  void enqueue(CollectiveCall call, std::shared_ptr<Work> work);
   std::chrono::milliseconds resolve(const CollectiveOptions& o) const;
   void check_supported(CollectiveOp op, ReduceOp reduce, const Tensor* x) const;
   int64_t check_dim(const Tensor& x, int64_t dim, CollectiveOp op) const;
@@ -197,6 +218,7 @@ class ProcessGroup {
   ProcessGroupOptions opts_;
   mutable std::mutex seq_mu_;
   uint64_t seq_ = 0;
+  CollectiveWorker worker_;
 };
 
 }  // namespace tensord::dist

@@ -14,7 +14,7 @@
 #include "ops/error.h"
 #include "ops/tensor.h"
 #if defined(TENSORD_HAVE_NCCL)
-#include "ops/cuda/nccl_process_group.h"
+#include "ops/dist/nccl/nccl_process_group.h"
 #endif
 
 namespace tensord::dist {

@@ -34,7 +34,7 @@
 #include "tests/unit/scheduler/one_tenant_config.h"
 #include "tests/unit/scheduler/run_job.h"
 #if defined(TENSORD_HAVE_NCCL)
-#include "ops/cuda/nccl_process_group.h"
+#include "ops/dist/nccl/nccl_process_group.h"
 #endif
 
 namespace tensord {

@@ -1,6 +1,6 @@
 // SPMD jobs on the CUDA backend (API.md 8: "GPUs on CUDA ... the engine is
 // NCCL on CUDA"): the engine's ranks run on GPU r with NCCL groups from the
-// server's factory (ops/cuda/nccl_process_group.h), their programs against
+// server's factory (ops/dist/nccl/nccl_process_group.h), their programs against
 // the same requests on the CPU backend's Gloo ranks. Label "gpu": without a
 // device, or without NCCL in the build, the tests skip saying why; a test
 // that needs two GPUs skips on one, saying so.
@@ -24,7 +24,7 @@
 #include "tests/unit/scheduler/one_tenant_config.h"
 #include "tests/unit/scheduler/run_job.h"
 #if defined(TENSORD_HAVE_NCCL)
-#include "ops/cuda/nccl_process_group.h"
+#include "ops/dist/nccl/nccl_process_group.h"
 #endif
 
 namespace tensord {

@@ -34,16 +34,16 @@ Tensor two_floats() {
 // A backend with only barrier: the seam refuses the rest by name.
 class BarrierOnly final : public ProcessGroup {
  public:
-  BarrierOnly() : ProcessGroup(0, 1, {}) {}
+  BarrierOnly() : ProcessGroup(0, 1, {}) { start_worker(); }
+  ~BarrierOnly() override { stop_worker(); }
+  BarrierOnly(const BarrierOnly&) = delete;
+  BarrierOnly& operator=(const BarrierOnly&) = delete;
   std::string_view backend_name() const override { return "fake"; }
   bool supports(CollectiveOp op) const override { return op == CollectiveOp::kBarrier; }
   bool supports_dtype(CollectiveOp, ReduceOp, DType) const override { return true; }
 
  protected:
-  void enqueue(CollectiveCall, std::shared_ptr<Work> work) override {
-    work->mark_started();
-    work->finish({});
-  }
+  std::vector<Tensor> run(const CollectiveCall&, bool) override { return {}; }
 };
 
 TEST(ProcessGroupSeam, AnOpTheBackendLacksFailsByName) {

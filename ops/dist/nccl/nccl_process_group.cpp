@@ -1,17 +1,17 @@
-#if defined(TENSORD_HAVE_NCCL)
-#include "ops/cuda/nccl_process_group.h"
+#include "ops/dist/nccl/nccl_process_group.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "ops/cuda/cuda_ops.h"
-#include "ops/dist/gloo_process_group.h"
+#include "ops/dist/store.h"
 #include "ops/dist/work.h"
 #include "ops/error.h"
 #include "ops/tensor.h"
@@ -186,21 +186,11 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, ProcessGroupOptions opts,
   check_nccl(ncclCommInitRank(&comm_->comm, size, id, rank), "nccl: ncclCommInitRank");
   check_cuda(cudaStreamCreateWithFlags(&comm_->stream, cudaStreamNonBlocking), "nccl: cudaStreamCreate");
   recorder()->set_comm_lib_version(version());
-  worker_ = std::thread([this] { worker_loop(); });
+  start_worker();
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
-  std::deque<Task> pending;
-  {
-    std::lock_guard lk(mu_);
-    stopping_ = true;
-    pending.swap(queue_);
-  }
-  cv_.notify_all();
-  for (auto& t : pending) {
-    t.work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, describe(t.call) + " was cancelled")));
-  }
-  if (worker_.joinable()) worker_.join();
+  stop_worker();
   // The communicator and stream go with comm_'s last owner (Comm's
   // destructor): this group, or a device graph captured in it.
 }
@@ -214,32 +204,8 @@ bool NcclProcessGroup::supports_dtype(CollectiveOp op, ReduceOp, DType dtype) co
   return nccl_dtype(dtype).has_value();
 }
 
-void NcclProcessGroup::enqueue(CollectiveCall call, std::shared_ptr<Work> work) {
-  {
-    std::lock_guard lk(mu_);
-    queue_.push_back(Task{std::move(call), std::move(work)});
-  }
-  cv_.notify_one();
-}
-
-void NcclProcessGroup::worker_loop() {
+void NcclProcessGroup::on_worker_start() {
   cudaSetDevice(comm_->device);
-  for (;;) {
-    Task t;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      t = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    t.work->mark_started();
-    try {
-      t.work->finish(run(t.call, t.agree_only));
-    } catch (...) {
-      t.work->fail(std::current_exception());
-    }
-  }
 }
 
 void* NcclProcessGroup::usable_comm(const std::string& what) const {
@@ -325,12 +291,7 @@ std::shared_ptr<Work> NcclProcessGroup::agree_captured(const CollectiveCall& cal
   // Seq 0 on every rank, recorded nowhere: each launch of the graph takes
   // the seqs (record_replayed).
   auto work = std::make_shared<Work>(name(), call.op, 0, nullptr, 0);
-  {
-    std::lock_guard lk(mu_);
-    if (stopping_) throw Error(ErrorCode::kCancelled, "nccl group " + name() + " is shutting down");
-    queue_.push_back(Task{call, work, true});
-  }
-  cv_.notify_one();
+  enqueue_agreement(call, work);
   return work;
 }
 
@@ -391,4 +352,3 @@ GroupFactory nccl_group_factory(Backend* backend) {
 }
 
 }  // namespace tensord::dist
-#endif  // TENSORD_HAVE_NCCL

@@ -16,15 +16,12 @@
 // timeout or a cancelled job aborts the communicator, so the launch's
 // kernels end, and breaks the group, as an uncaptured collective's timeout
 // does.
-// Compiled when NCCL is found (TENSORD_HAVE_NCCL); `gpu` tests.
+// Its own library (ops/dist/nccl/CMakeLists.txt), built when NCCL and the
+// CUDA backend are found (TENSORD_HAVE_NCCL); `gpu` tests.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "ops/device.h"
 #include "ops/dist/group_factory.h"
@@ -67,19 +64,13 @@ class NcclProcessGroup final : public ProcessGroup {
   static std::string version();
 
  protected:
-  void enqueue(CollectiveCall call, std::shared_ptr<Work> work) override;
+  std::vector<Tensor> run(const CollectiveCall& call, bool agree_only) override;
+  void on_worker_start() override;
   std::shared_ptr<Work> agree_captured(const CollectiveCall& call) override;
   std::shared_ptr<void> launch_captured(const CollectiveCall& call, const Tensor& out, Stream stream) override;
 
  private:
-  struct Task {
-    CollectiveCall call;
-    std::shared_ptr<Work> work;
-    bool agree_only = false;  // agree_captured's: the check across ranks, no transfer
-  };
   struct Comm;  // ncclComm_t and the stream, kept out of this header
-  void worker_loop();
-  std::vector<Tensor> run(const CollectiveCall& call, bool agree_only);
   // The communicator, or unavailable naming `what` when the group is broken.
   void* usable_comm(const std::string& what) const;
   // Aborts the communicator (its kernels end) and breaks the group.
@@ -89,11 +80,6 @@ class NcclProcessGroup final : public ProcessGroup {
   // Shared with the device graphs that captured its collectives: the
   // communicator is destroyed after the last of them (and the group).
   std::shared_ptr<Comm> comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
-  std::thread worker_;
 };
 
 // The server's ranks on `backend` (CUDA): local rank r joins on GPU r,

@@ -59,7 +59,7 @@ void ProcessGroup::cancel_queued(const std::string& why) {
       [&](const CollectiveCall& c) { return Error(ErrorCode::kCancelled, describe(c) + " was aborted: " + why); });
 }
 
-void ProcessGroup::enqueue(CollectiveCall call, std::shared_ptr<Work> work) {
+void ProcessGroup::enqueue(CollectiveCall call, const std::shared_ptr<Work>& work) {
   CollectiveWorker::Task t{std::move(call), work, false};
   if (worker_.push(std::move(t))) return;
   work->fail(std::make_exception_ptr(Error(ErrorCode::kCancelled, "group " + name() + " is shutting down")));

@@ -207,7 +207,7 @@ class ProcessGroup {
   // Takes the next seq for `call` and records it (seq_mu_ held).
   std::shared_ptr<Work> take_seq(CollectiveCall& call);
   // Queues `call` on the worker (seq_mu_ held, so calls queue in seq order).
-  void enqueue(CollectiveCall call, std::shared_ptr<Work> work);
+  void enqueue(CollectiveCall call, const std::shared_ptr<Work>& work);
   std::chrono::milliseconds resolve(const CollectiveOptions& o) const;
   void check_supported(CollectiveOp op, ReduceOp reduce, const Tensor* x) const;
   int64_t check_dim(const Tensor& x, int64_t dim, CollectiveOp op) const;

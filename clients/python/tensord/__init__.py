@@ -8,15 +8,16 @@
     out = job.result()
     c.run(program, ranks=2, inputs={"x": tensord.per_rank([x0, x1]), "w": tensord.shard(w, dim=0)})
 
-Needs numpy and requests; uses torch (tensors in and out), websocket-client
-(the live stream) and tqdm (progress bars) when they are installed.
+Needs numpy, requests and websocket-client (the live stream); uses torch
+(tensors in and out: the ``tensord[torch]`` extra) and tqdm (progress bars:
+``tensord[progress]``) when they are installed, and imports neither itself.
 bfloat16 / float8 values are :class:`TensorData` (raw bits + dtype name)
 when they do not come back as torch tensors; see :mod:`tensord.dtypes`.
 """
 
 from . import dtypes, mx, safetensors
-from .client import (DEADLINE_MARGIN_S, Client, EighResult, Optimizer, Ranks, from_json_tensor,
-                     parse_shape_header, to_json_tensor)
+from ._wire import from_json_tensor
+from .client import DEADLINE_MARGIN_S, Client, EighResult, Optimizer, Ranks, parse_shape_header, to_json_tensor
 from .dtypes import TensorData, dtype_name
 from .errors import (ERRORS, BadRequest, Cancelled, ClientTimeout, Conflict, DeadlineExceeded, DtypeMismatch,
                      Forbidden, Internal, InvalidArgument, InvalidProgram, NotFound, NumericalError, PayloadTooLarge,
@@ -24,7 +25,8 @@ from .errors import (ERRORS, BadRequest, Cancelled, ClientTimeout, Conflict, Dea
                      Unavailable, UnknownOp)
 from .jobs import TERMINAL, Job
 from .mx import MxTensor
-from .program import Graph, ProgramBuilder, Value
+from .graph import Graph
+from .program import ProgramBuilder, Value
 from .safetensors import SafetensorsError
 from .spmd import PerRank, Shard, per_rank, shard
 

@@ -110,10 +110,11 @@ _B64_KEY = re.compile(rb'"b64"\s*:\s*"')
 
 
 class DecodedB64:
-    """A ``"b64"`` value already decoded (``data``: its bytes)."""
+    """A ``"b64"`` value already decoded (``data``: its bytes, or the uint8
+    array the streaming decoder wrote them into)."""
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: Union[bytes, np.ndarray]) -> None:
         self.data = data
 
 
@@ -295,6 +296,7 @@ class _StreamLoader:
             a = close  # the closing quote is text again
 
     def _write(self, part: bytes) -> None:
+        assert self.value is not None, "bytes of a b64 value outside one"
         end = self.out + len(part)
         self.value[self.out:end] = np.frombuffer(part, np.uint8)
         self.out = end

@@ -5,10 +5,16 @@ contiguous (conjugate and negative views resolved); bfloat16 and the float8
 types travel as their raw bits, so nothing is rounded on the way. Results
 come back as ``torch.from_numpy`` views of the received buffer (no copy) on
 the device of the call's first torch input.
+
+torch is the ``tensord[torch]`` extra: ``import tensord`` never imports it,
+and what needs it (``as_torch=True``) says which extra to install. It is
+imported by name (``importlib``) and used untyped, so that the client
+type-checks the same with or without torch installed.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any, Optional
 
@@ -26,12 +32,20 @@ def loaded() -> Optional[Any]:
     return sys.modules.get("torch")
 
 
-def require() -> Any:
+#: what to install for torch results (pip's extra; Debian's package)
+INSTALL_HINT = "pip install 'tensord[torch]' (Debian: apt-get install python3-torch)"
+
+
+def require(what: str = "torch results (as_torch=True)") -> Any:
+    """The torch module, imported now if need be; an ImportError naming the
+    ``tensord[torch]`` extra when it is not installed."""
+    torch = loaded()
+    if torch is not None:
+        return torch
     try:
-        import torch
-    except ImportError as e:  # pragma: no cover - depends on the machine
-        raise ImportError("as_torch=True needs PyTorch (Debian: python3-torch)") from e
-    return torch
+        return importlib.import_module("torch")
+    except ImportError as e:
+        raise ImportError("%s need PyTorch, which is not installed: %s" % (what, INSTALL_HINT)) from e
 
 
 def is_tensor(value: Any) -> bool:
@@ -51,7 +65,7 @@ def to_host(t: Any) -> Any:
 
     No copy for a contiguous CPU tensor of a dtype numpy has.
     """
-    torch = loaded()
+    torch = require()  # imported already: t is a torch tensor
     name = dtype_name_of(t)
     if t.layout != torch.strided:
         t = t.to_dense()

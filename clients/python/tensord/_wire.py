@@ -58,9 +58,8 @@ def from_json_tensor(obj: Mapping[str, Any]) -> Any:
     if "b64" in obj:
         b64 = obj["b64"]
         if isinstance(b64, _jsonbody.DecodedB64):  # decoded while the answer was read: its own buffer
-            data = b64.data
-            return st.from_bytes(data if isinstance(data, (np.ndarray, bytearray)) else bytearray(data), name, shape,
-                                 copy=False)
+            raw = b64.data
+            return st.from_bytes(raw if isinstance(raw, (np.ndarray, bytearray)) else bytearray(raw), name, shape, copy=False)
         # binascii straight from the str: base64.b64decode copies it to bytes first
         return st.from_bytes(bytearray(binascii.a2b_base64(b64)), name, shape, copy=False)
     data = obj.get("data")
@@ -155,7 +154,8 @@ def _text_buffer(n: int) -> Any:
 def _readable_length(resp: requests.Response) -> Optional[int]:
     """The length of a ``stream=True`` answer still to be read from its
     socket (a Content-Length, no content coding), else None."""
-    if resp._content is not False:  # noqa: SLF001 - read already (a hook, or an error path)
+    # requests marks a body not read yet with _content = False; types-requests declares bytes | None
+    if resp._content is not False:  # type: ignore[comparison-overlap]  # noqa: SLF001 - read already
         return None
     length = resp.headers.get("Content-Length")
     if length is None or resp.headers.get("Content-Encoding", "identity").lower() != "identity":
@@ -183,7 +183,7 @@ def _consume(resp: requests.Response, use: Callable[[Callable[[memoryview], int]
         resp.close()  # not the answer it claims to be: the connection is not reused
         raise
     resp._content = b""  # noqa: SLF001 - consumed: the connection goes back to the pool
-    resp._content_consumed = True  # noqa: SLF001
+    resp._content_consumed = True  # type: ignore[attr-defined]  # noqa: SLF001 - not in types-requests
     release = getattr(raw, "release_conn", None)
     if release is not None:
         release()
@@ -202,8 +202,12 @@ def _read_body(resp: requests.Response, kind: Any = None) -> Any:
     n = _readable_length(resp)
     if n is None:
         return resp.content
-    buf = _text_buffer(n) if kind is bytearray else np.empty(n, np.uint8)
-    mv = memoryview(buf)
+    if kind is bytearray:
+        buf = _text_buffer(n)
+        mv = memoryview(buf)
+    else:
+        arr = np.empty(n, np.uint8)
+        buf, mv = arr, arr.data
 
     def fill(readinto: Callable[[memoryview], int]) -> Any:
         pos = 0

@@ -1,6 +1,7 @@
 """HTTP client for tensord (API.md; section 12 is this client's contract).
 
-Only numpy and requests are needed; torch, websocket-client and tqdm are
+Needs numpy, requests and websocket-client (the stream; imported when
+used); torch (``tensord[torch]``) and tqdm (``tensord[progress]``) are
 used when present. Arrays travel as safetensors by default
 (``transport="safetensors"``: the request body is sent from the arrays' own
 memory, the answer is read into one buffer the results are views of);
@@ -40,7 +41,8 @@ from ._wire import (_STREAM_JSON_BYTES, _consume, _decode_output, _flatten, _inl
 from .errors import ClientTimeout, TensordError, TransportError, error_class, error_from_body
 from .dtypes import TensorData, dtype_name
 from .jobs import Job
-from .program import Graph, ProgramBuilder
+from .graph import Graph
+from .program import ProgramBuilder
 
 SAFETENSORS = "application/vnd.safetensors"
 JSON = "application/json"
@@ -65,7 +67,8 @@ Ranks = Union[int, Sequence[int]]
 def to_json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
     """Encode a tensor as an API.md 3.1 JSON tensor (``b64`` or flat ``data``);
     an MxTensor in API.md 7's JSON form."""
-    return _jsonbody.plain(_json_tensor(value, dtype, b64))
+    doc: Dict[str, Any] = _jsonbody.plain(_json_tensor(value, dtype, b64))
+    return doc
 
 
 def _json_tensor(value: Any, dtype: Any = None, b64: bool = True) -> Dict[str, Any]:
@@ -391,7 +394,10 @@ class Client:
         if isinstance(doc, dict):
             for key in ("tensors", "items", "data"):
                 if isinstance(doc.get(key), list):
-                    return doc[key]
+                    doc = doc[key]
+                    break
+        if not isinstance(doc, list):
+            raise TensordError(resp.status_code, "bad_response", "the tensor list is not a JSON list")
         return doc
 
     def checkpoint(self) -> Any:
@@ -525,12 +531,12 @@ class Client:
         if ranks is not None:
             req["ranks"] = _ranks_field(ranks)
         resp = self._request("POST", "/v1/graphs", data=json.dumps(req), headers={"Content-Type": JSON})
-        return Graph(self, resp.json())
+        return Graph(self, _json_object(resp))
 
     def graph(self, graph_id: str) -> "Graph":
         """A :class:`Graph` handle for a graph captured earlier (by this or
         another client of the tenant): ``GET /v1/graphs/{id}``."""
-        return Graph(self, self._request("GET", "/v1/graphs/" + graph_id).json())
+        return Graph(self, _json_object(self._request("GET", "/v1/graphs/" + graph_id)))
 
     def _graph_replay(self, graph_id: str, inputs: Mapping[str, Any], return_: Optional[Sequence[str]] = None,
                       store: Optional[Mapping[str, str]] = None, as_torch: Optional[bool] = None) -> Dict[str, Any]:
@@ -588,14 +594,14 @@ class Client:
 
     # -- service
     def info(self) -> Dict[str, Any]:
-        return self._request("GET", "/v1/info").json()
+        return _json_object(self._request("GET", "/v1/info"))
 
     def ops(self) -> Dict[str, Any]:
         """``GET /v1/ops``: ``{"ops": [{"name", "signature", "doc", "dtypes", "dtype_note", "params", "outputs",
         "in_place", "backends", "subprograms"}, ...]}``; ``dtypes`` lists dtype names, and the control-flow ops
         (``cond``, ``while_loop``, ``scan``, ``map``, ``associative_scan``) are listed with their ``subprograms``.
         """
-        return self._request("GET", "/v1/ops").json()
+        return _json_object(self._request("GET", "/v1/ops"))
 
     def health(self) -> bool:
         """True when ``/healthz`` answers 200 (raises TensordError otherwise; no retries)."""
@@ -625,14 +631,15 @@ class Client:
         server does not have raises ``NotFound``.
         """
         params = None if rank is None else {"rank": int(rank)}
-        return self._request("GET", "/v1/flight-recorder", params=params).json()
+        return _json_object(self._request("GET", "/v1/flight-recorder", params=params))
 
     def _stream_connect(self, streams: Sequence[str], interval_ms: int, timeout: Optional[float]) -> Any:
         """A WebSocket on ``/v1/stream`` whose subscription the server has acknowledged."""
         try:
             import websocket  # only the stream needs it
         except ImportError as e:
-            raise ImportError("the live stream needs websocket-client (Debian: python3-websocket)") from e
+            raise ImportError("the live stream needs websocket-client, a dependency of tensord: "
+                              "pip install 'websocket-client>=1.2' (Debian: python3-websocket)") from e
         url = "ws" + self.url[len("http"):] + "/v1/stream"
         header = ["Authorization: Bearer " + self.token] if self.token else []
         try:
@@ -784,7 +791,9 @@ class Optimizer:
         amp = []
         for name, v in (("grad_scale", grad_scale), ("found_inf", found_inf)):
             if v is not None:
-                inputs[name] = st.host_value(v, "float32").reshape(())
+                scalar = st.host_value(v, "float32")
+                assert isinstance(scalar, np.ndarray), "float32 is a numpy dtype"
+                inputs[name] = scalar.reshape(())
                 amp.append(name)
         self.client.run(self.program(refs, amp, spread, reduce), inputs=inputs, ranks=ranks)
 
@@ -805,6 +814,14 @@ def _single_op_program(op: str, a: Any, kwargs: Dict[str, Any], outputs: List[st
         "nodes": [{"id": "n", "op": op, "args": ["a"], "kwargs": kwargs, "outputs": outputs}],
         "outputs": outputs,
     }
+
+
+def _json_object(resp: requests.Response) -> Dict[str, Any]:
+    """A JSON object answer (anything else: ``bad_response``)."""
+    doc = resp.json()
+    if not isinstance(doc, dict):
+        raise TensordError(resp.status_code, "bad_response", "expected a JSON object, got %s" % type(doc).__name__)
+    return doc
 
 
 def _json_or_none(resp: requests.Response) -> Any:

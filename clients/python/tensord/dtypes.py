@@ -180,7 +180,8 @@ def float_to_bits(x: Any, name: str) -> np.ndarray:
     else:
         raise ValueError("%s is not a narrow float type" % name)
     code = np.where(nan, 0x7F, code).astype(np.uint8)
-    return (sign | code).reshape(shape)
+    out8: np.ndarray = (sign | code).reshape(shape)
+    return out8
 
 
 # ---------------------------------------------------------------- narrow bits -> float32
@@ -221,10 +222,10 @@ def _table(name: str) -> np.ndarray:
 def bits_to_float32(bits: Any, name: str) -> np.ndarray:
     """Decode the raw bits of a narrow float type to float32 (exact)."""
     name = dtype_name(name)
-    bits = np.asarray(bits)
+    b: np.ndarray = np.asarray(bits)
     if name == "bfloat16":
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    return _table(name)[bits.astype(np.intp)]
+        return (b.astype(np.uint32) << 16).view(np.float32)
+    return _table(name)[b.astype(np.intp)]
 
 
 # ---------------------------------------------------------------- casts between numpy dtypes
@@ -261,24 +262,24 @@ def cast(arr: Any, name: str) -> np.ndarray:
     tag, storage, native = DTYPES[name]
     if not native:
         raise ValueError("%s has no numpy dtype: use TensorData.from_float" % name)
-    arr = np.asarray(arr)
-    if arr.dtype == storage:
-        return arr
-    src = arr.dtype.kind
+    a: np.ndarray = np.asarray(arr)
+    if a.dtype == storage:
+        return a
+    src = a.dtype.kind
     if src == "c" and storage.kind != "c":
         if storage.kind == "b":
-            return (arr.real != 0) | (arr.imag != 0)
-        arr = arr.real
-        src = arr.dtype.kind
+            return np.asarray((a.real != 0) | (a.imag != 0))
+        a = a.real
+        src = a.dtype.kind
     if storage.kind == "b":
-        return arr != 0
+        return np.asarray(a != 0)
     if storage.kind in "iu":
         if src == "f":
-            return _float_to_int(arr, storage)
-        return arr.astype(storage)  # integers wrap, bool is 0/1
+            return _float_to_int(a, storage)
+        return a.astype(storage)  # integers wrap, bool is 0/1
     if name == "float16":
-        return _to_float16(arr)
-    return arr.astype(storage)
+        return _to_float16(a)
+    return a.astype(storage)
 
 
 class TensorData:
@@ -290,6 +291,8 @@ class TensorData:
     """
 
     __slots__ = ("bits", "dtype_name")
+    bits: np.ndarray
+    dtype_name: str
 
     def __init__(self, bits: Any, dtype_name_: str) -> None:
         name = dtype_name(dtype_name_)
@@ -309,7 +312,7 @@ class TensorData:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        return self.bits.shape
+        return tuple(self.bits.shape)
 
     @property
     def dtype(self) -> str:

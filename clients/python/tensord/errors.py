@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import email.utils
 import time
-from typing import Any, Dict, Mapping, Optional, Type
+from typing import Any, Dict, Mapping, Optional, Tuple, Type
 
 
 class TensordError(Exception):
@@ -56,7 +56,7 @@ class TensordError(Exception):
             text += " [request %s]" % request_id
         super().__init__(text)
 
-    def __reduce__(self):  # picklable (multiprocessing, concurrent.futures)
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:  # picklable (multiprocessing, concurrent.futures)
         return (_rebuild, (type(self), self.status, self.code, self.message, self.node, self.request_id,
                            self.body, self.retry_after))
 
@@ -80,7 +80,9 @@ class TensordError(Exception):
         return error_from_body(resp.status_code, err, rid, retry_after)
 
 
-def _rebuild(cls, status, code, message, node, request_id, body, retry_after):
+def _rebuild(cls: Type["TensordError"], status: int, code: str, message: str, node: Optional[str],
+             request_id: Optional[str], body: Optional[Dict[str, Any]], retry_after: Optional[float]
+             ) -> "TensordError":
     return cls(status, code, message, node, request_id, body, retry_after)
 
 

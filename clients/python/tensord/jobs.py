@@ -12,12 +12,15 @@ websocket-client is installed) and falls back to polling
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Protocol, Sequence
+
+import requests
 
 from ._wire import _decode_output, _json_doc
 from .errors import TensordError, TransportError, error_from_body
@@ -30,6 +33,20 @@ _POLL_MAX_S = 0.5
 _STREAM_POLL_S = 2.0  # with the stream, still poll this often (a missed event cannot hang a wait)
 
 
+class JobClient(Protocol):
+    """What a :class:`Job` needs of its client (:class:`tensord.Client` is
+    one): this module does not import ``tensord.client``, which imports it."""
+
+    last_job: Optional[Dict[str, Any]]
+
+    def _request(self, method: str, path_or_url: str, *, deadline_ms: Optional[float] = None,
+                 retries: Optional[int] = None, **kw: Any) -> requests.Response: ...
+
+    def _stream_connect(self, streams: Sequence[str], interval_ms: int, timeout: Optional[float]) -> Any: ...
+
+    def _wrap(self, value: Any, mode: Any) -> Any: ...
+
+
 class Job:
     """A job submitted with :meth:`Client.submit`.
 
@@ -37,7 +54,7 @@ class Job:
     request); :meth:`status` asks the server. A Job may be shared by threads.
     """
 
-    def __init__(self, client: Any, job_id: str, mode: Any = (False, None), doc: Optional[Dict[str, Any]] = None
+    def __init__(self, client: JobClient, job_id: str, mode: Any = (False, None), doc: Optional[Dict[str, Any]] = None
                  ) -> None:
         self.client = client
         self.id = job_id
@@ -220,14 +237,16 @@ def _have_websocket() -> bool:
 
 
 def _tqdm() -> Any:
-    """tqdm's class (the notebook widget where tqdm.auto finds one), or None."""
+    """tqdm's class (the notebook widget where tqdm.auto finds one), or None.
+
+    tqdm is the ``tensord[progress]`` extra, imported only here and by name
+    (it has no type stubs; the bar is used untyped)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is missing
-            from tqdm.auto import tqdm
+            return importlib.import_module("tqdm.auto").tqdm
     except ImportError:
         return None
-    return tqdm
 
 
 class _Progress:

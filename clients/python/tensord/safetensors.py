@@ -54,6 +54,8 @@ __all__ = ["DTYPES", "TAG_TO_NAME", "NARROW", "KSERVE_ALIASES", "TORCH_ALIASES",
 MAX_HEADER_BYTES = 100 * 1000 * 1000
 
 Tensor = Union[np.ndarray, TensorData]
+#: what :func:`host_value` gives: a tensor, or an MX tensor (kept as it is)
+HostValue = Union[np.ndarray, TensorData, _mx.MxTensor]
 
 
 class SafetensorsError(ValueError):
@@ -67,7 +69,7 @@ def _is_raw_bits(arr: Any, name: str) -> bool:
     if DTYPES[name][2] or not isinstance(arr, np.ndarray):
         return False
     storage = DTYPES[name][1]
-    return arr.dtype.kind == "u" and arr.dtype.itemsize == storage.itemsize
+    return bool(arr.dtype.kind == "u" and arr.dtype.itemsize == storage.itemsize)
 
 
 def _convert_to(arr: Any, name: str) -> Tensor:
@@ -79,7 +81,7 @@ def _convert_to(arr: Any, name: str) -> Tensor:
     return TensorData(float_to_bits(arr, name), name)
 
 
-def host_value(value: Any, dtype: Any = None) -> Tensor:
+def host_value(value: Any, dtype: Any = None) -> HostValue:
     """Normalize an accepted tensor value to a numpy array or a TensorData (no copy
     when no conversion is needed). ``dtype`` asks for a conversion."""
     if isinstance(value, _mx.MxTensor):
@@ -116,6 +118,8 @@ def tensor_buffer(value: Any, dtype: Any = None) -> Tuple[str, List[int], memory
     and little-endian (no copy), else a fresh contiguous copy.
     """
     v = host_value(value, dtype)
+    if isinstance(v, _mx.MxTensor):
+        raise TypeError("an MX tensor is two tensors (elements and scale), not one buffer")
     if isinstance(v, TensorData):
         name, arr = v.dtype_name, v.bits
     else:
@@ -126,7 +130,7 @@ def tensor_buffer(value: Any, dtype: Any = None) -> Tuple[str, List[int], memory
         arr = arr.astype(storage)
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    return name, shape, memoryview(arr.reshape(-1).view(np.uint8))
+    return name, shape, arr.reshape(-1).view(np.uint8).data
 
 
 def convert(value: Any, dtype: Any = None) -> Tuple[str, List[int], bytes]:
@@ -239,15 +243,15 @@ def decode(buf: Any, copy: Optional[bool] = None) -> Tuple[Dict[str, Tensor], Di
         try:
             tag = entry["dtype"]
             shape = entry["shape"]
-            b, e = entry["data_offsets"]
+            begin, end = entry["data_offsets"]
         except (KeyError, TypeError, ValueError):
             raise SafetensorsError("bad safetensors entry %r" % name) from None
         if tag not in TAG_TO_NAME:
             raise SafetensorsError("unknown safetensors dtype %r" % tag)
-        if not (isinstance(b, int) and isinstance(e, int) and 0 <= b <= e <= len(data)):
+        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= len(data)):
             raise SafetensorsError("offsets of %r out of range" % name)
-        spans.append((b, e, name))
-        tensors[name] = from_bytes(data[b:e], TAG_TO_NAME[tag], shape, copy=copy)
+        spans.append((begin, end, name))
+        tensors[name] = from_bytes(data[begin:end], TAG_TO_NAME[tag], shape, copy=copy)
     spans.sort()
     for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
         if b1 < e0 and e1 > b1 and e0 > b0:
@@ -255,7 +259,7 @@ def decode(buf: Any, copy: Optional[bool] = None) -> Tuple[Dict[str, Tensor], Di
     return _mx.join(tensors, metadata), metadata
 
 
-def save_file(tensors: Mapping[str, Any], path: Union[str, os.PathLike], metadata: Optional[Mapping[str, Any]] = None
+def save_file(tensors: Mapping[str, Any], path: Union[str, "os.PathLike[str]"], metadata: Optional[Mapping[str, Any]] = None
               ) -> None:
     parts, _ = encode_parts(tensors, metadata)
     with open(path, "wb") as f:
@@ -263,12 +267,12 @@ def save_file(tensors: Mapping[str, Any], path: Union[str, os.PathLike], metadat
             f.write(p)
 
 
-def load_file(path: Union[str, os.PathLike]) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
+def load_file(path: Union[str, "os.PathLike[str]"]) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
     """Read a file once into memory the returned arrays are views of."""
     size = os.path.getsize(path)
     buf = np.empty(size, np.uint8)
     with open(path, "rb") as f:
-        got = f.readinto(memoryview(buf))
+        got = f.readinto(buf.data)
     if got != size:
         raise SafetensorsError("%s: read %d of %d bytes" % (path, got, size))
     return decode(buf, copy=False)

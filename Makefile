@@ -16,7 +16,7 @@ export CCACHE_NOHASHDIR ?= 1
 # pinned: scripts/install-pytools.sh).
 TEST_PY   ?= $(CURDIR)/build/venv/bin/python
 
-.PHONY: all deps pytools build debug run test test-all unit integration asan asan-build tsan fuzz bench clean gpu help format format-check tidy typecheck
+.PHONY: all deps pytools build debug run test test-all unit integration asan asan-build tsan fuzz bench clean gpu help format format-check tidy typecheck torch-venv
 
 all: build
 
@@ -27,6 +27,7 @@ help:
 	@echo "                      integration suite against its server, TSan unit tests, the fuzzers"
 	@echo "make test-all         make test, then the integration suite again against the Release server"
 	@echo "make unit | integration (Release server) | asan | tsan | fuzz | gpu | bench | debug | clean"
+	@echo "make pytools | torch-venv   the test venvs from PyPI (tritonclient, perf_analyzer, mypy, ...; torch 2.15)"
 	@echo "make format | format-check | tidy   clang-format, its check and the file-size check, clang-tidy"
 
 deps:
@@ -34,6 +35,12 @@ deps:
 
 pytools: deps
 	@bash scripts/install-pytools.sh
+
+# torch 2.15 from PyPI in build/torch-venv (scripts/install-torch.sh): the
+# peer of bench/ and PyTorch's flight-recorder analyzer (fr_trace) for the
+# integration suite.
+torch-venv: deps
+	@bash scripts/install-torch.sh
 
 build/build.ninja:
 	cmake --preset release
@@ -61,7 +68,7 @@ gpu: build
 
 # The integration suite against the Release server (make test runs it once,
 # against the ASan server: see asan).
-integration: build pytools
+integration: build pytools torch-venv
 	cd tests/integration && TENSORD_BIN=$(CURDIR)/build/tensord $(TEST_PY) -m pytest -q -p no:cacheprovider
 
 # One clang build with ASan + UBSan and libFuzzer's coverage (the asan
@@ -81,7 +88,7 @@ asan-build: deps build-asan/build.ninja
 # The unit tests above, then the whole integration suite against the
 # instrumented server (leaks fail it: the fixture checks the exit status
 # after SIGTERM, and sanitizer reports in its stderr).
-asan: asan-build pytools
+asan: asan-build pytools torch-venv
 	for t in api graphs scheduler server; do ASAN_OPTIONS=detect_leaks=1 ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
 	cd tests/integration && ASAN_OPTIONS=detect_leaks=1 TENSORD_BIN=$(CURDIR)/build-asan/tensord TENSORD_SANITIZED=1 \
 	  $(TEST_PY) -m pytest -q -p no:cacheprovider

@@ -73,7 +73,10 @@ const char* kUsage =
     "                            visible GPUs; default 1)\n"
     "  --collective-timeout S    seconds a collective may take before its request fails 504\n"
     "                            (default 60)\n"
-    "  --flight-recorder-entries N  collectives each rank's flight recorder keeps (default 2048)\n"
+    "  --flight-recorder-entries N  collectives each rank's flight recorder keeps (default 2048); a\n"
+    "                            collective timeout writes them to <state-dir>/flight-recorder/rank_<g>\n"
+    "                            (python -m torch.distributed.flight_recorder.fr_trace\n"
+    "                            <state-dir>/flight-recorder --prefix rank_) and flight-recorder-rank<g>.json\n"
     "  --rendezvous URL          redis://HOST:PORT or file:///DIR: where the servers of a world meet\n"
     "  --world-size N            ranks in the whole world (default: --ranks)\n"
     "  --rank-offset K           this server's first global rank (default 0; 0 coordinates)\n"
@@ -292,7 +295,8 @@ int main(int argc, char** argv) {
     const bool any_host = sopt.host == "0.0.0.0" || sopt.host == "::" || sopt.host == "localhost";
     eopt.rank_hostname = any_host ? "127.0.0.1" : sopt.host;
     // API.md 8: a collective that timed out leaves the flight recorders in
-    // the state dir (flight-recorder-rank<g>.json, replaced each time).
+    // the state dir, replaced each time: PyTorch's pickle files for fr_trace
+    // (flight-recorder/rank_<g>) and JSON (server/flight_recorder_files.h).
     Engine* engine_ptr = nullptr;
     if (!state_dir.empty()) {
       eopt.on_collective_timeout = [&engine_ptr, state_dir] {

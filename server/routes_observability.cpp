@@ -5,6 +5,7 @@
 
 #include "api/error_reply.h"
 #include "api/flight_recorder_json.h"
+#include "api/flight_recorder_pickle.h"
 #include "metrics/trace_buffer.h"
 #include "ops/dist/flight_recorder.h"
 #include "ops/error.h"
@@ -13,6 +14,7 @@
 #include "scheduler/tenant_registry.h"
 #include "server/app.h"
 #include "server/auth.h"
+#include "server/flight_recorder_files.h"
 
 namespace tensord {
 namespace {
@@ -29,6 +31,18 @@ size_t parse_last(const HttpRequest& req, size_t cap) {
   return n < cap ? static_cast<size_t>(n) : cap;
 }
 
+// ?format=json (the default) or pickle: true for pickle.
+bool parse_format(const HttpRequest& req) {
+  auto it = req.query.find("format");
+  if (it == req.query.end() || it->second == "json") return false;
+  if (it->second == "pickle") return true;
+  std::string v = it->second.substr(0, 64);
+  for (char& c : v) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  throw Error(ErrorCode::kBadRequest, "format must be json or pickle, got '" + v + "'");
+}
+
 }  // namespace
 
 void add_observability_routes(Router& r, AppContext& app) {
@@ -41,11 +55,16 @@ void add_observability_routes(Router& r, AppContext& app) {
   });
   // API.md 8: every local rank's ring, or ?rank=R's alone, in PyTorch's
   // FlightRecorder dump layout. Shapes and dtypes only, no tensor data:
-  // any authenticated tenant may read it.
+  // any authenticated tenant may read it. ?format=pickle (with a rank) is
+  // that rank's pickle file, the form fr_trace loads from a folder.
   r.add("GET", "/v1/flight-recorder", [&app](HttpRequest& req) {
     authenticate(req, *app.tenants);
     RankWorkers& ranks = app.engine->ranks();
+    const bool pickle = parse_format(req);
     auto it = req.query.find("rank");
+    if (it == req.query.end() && pickle) {
+      throw Error(ErrorCode::kBadRequest, "format=pickle needs rank=R: the pickle is one rank's file");
+    }
     if (it != req.query.end()) {
       const std::string& v = it->second;
       bool digits = !v.empty() && v.size() <= 9;
@@ -57,7 +76,15 @@ void add_observability_routes(Router& r, AppContext& app) {
                                               std::to_string(ranks.offset()) + ".." +
                                               std::to_string(ranks.offset() + ranks.size() - 1) + ")");
       }
-      return json_response(200, dist::flight_recorder_json(ranks.recorder(r - ranks.offset())->dump()));
+      const dist::FlightRecorderDump dump = ranks.recorder(r - ranks.offset())->dump();
+      if (!pickle) return json_response(200, dist::flight_recorder_json(dump));
+      HttpResponse resp;
+      resp.content_type = "application/octet-stream";
+      resp.body = dist::flight_recorder_pickle(dump);
+      // The name fr_trace wants for the file (<prefix><rank>).
+      resp.headers.emplace_back("Content-Disposition", std::string("attachment; filename=\"") + kFlightRecorderPrefix +
+                                                           std::to_string(r) + "\"");
+      return resp;
     }
     std::vector<dist::FlightRecorderDump> dumps;
     dumps.reserve(static_cast<size_t>(ranks.size()));

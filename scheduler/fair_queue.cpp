@@ -133,7 +133,7 @@ void FairQueue::push(QueuedJob job) {
     if (t.running == 0) t.drain.became_busy(job.enqueued);
   }
   if (p.queued == 0 && p.inflight == 0) p.drain.became_busy(job.enqueued);
-  const Key key{-job.priority, seq_++};
+  const Key key{-static_cast<int64_t>(job.priority), seq_++};
   const size_t ti = tenant_index_.at(job.tenant);
   queued_index_.emplace(job.id, std::make_pair(ti, key));
   if (job.deadline != Clock::time_point::max()) deadlines_.emplace(job.deadline, job.id);

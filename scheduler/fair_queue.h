@@ -111,7 +111,8 @@ class FairQueue {
   const std::vector<TenantSpec>& tenants() const { return tenant_specs_; }
 
  private:
-  using Key = std::pair<int, uint64_t>;  // (-priority, arrival sequence)
+  // (-priority, arrival sequence); 64-bit so that every int priority negates.
+  using Key = std::pair<int64_t, uint64_t>;
   struct Partition {
     PartitionSpec spec;
     std::vector<size_t> tenants;  // indices into tenants_, config order

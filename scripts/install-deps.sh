@@ -12,7 +12,7 @@ PKGS=(
   python3-torch jupyter-nbconvert python3-ipykernel prometheus wrk
   libspdlog-dev clang clang-format libclang-rt-14-dev python3-tqdm python3-venv
   python3-setuptools python3-wheel python3-pip-whl python3-setuptools-whl
-  redis-server libhiredis-dev clang-tidy zlib1g-dev nginx-light iproute2
+  redis-server libhiredis-dev clang-tidy zlib1g-dev nginx-light iproute2 python3-yaml
 )
 
 missing=()

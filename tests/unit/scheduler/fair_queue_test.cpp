@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <map>
 #include <queue>
 #include <random>
@@ -132,6 +134,22 @@ TEST(FairQueue, PriorityFirstThenFifoWithinTenant) {
     q.finished(*j, now, 0.001);
   }
   EXPECT_EQ(order, (std::vector<uint64_t>{2, 4, 3, 1, 5, 6}));
+}
+
+// Every int is a priority (schemathesis sent INT_MIN, whose negation in
+// int overflowed): the extremes order as any others.
+TEST(FairQueue, ExtremePrioritiesOrderAsAnyOther) {
+  FairQueue q({{"p", 1, 1}}, {tenant("a", "p", 1, 64, 1)});
+  TimePoint now{};
+  const int prio[] = {std::numeric_limits<int>::min(), 0, std::numeric_limits<int>::max(),
+                      std::numeric_limits<int>::min()};
+  for (uint64_t i = 0; i < 4; ++i) q.push(make_job(i + 1, "a", now, prio[i]));
+  std::vector<uint64_t> order;
+  while (auto j = q.pop("p", now)) {
+    order.push_back(j->id);
+    q.finished(*j, now, 0.001);
+  }
+  EXPECT_EQ(order, (std::vector<uint64_t>{3, 2, 1, 4}));
 }
 
 TEST(FairQueue, LimitsAndMaxRunning) {

@@ -66,7 +66,8 @@ struct World {
   SpmdPeersHttp::StoreFactory factory() {
     return [this] {
       ++made;
-      if (*down) throw Error(ErrorCode::kUnavailable, "rendezvous store redis://store:6379: nothing accepts connections");
+      if (*down)
+        throw Error(ErrorCode::kUnavailable, "rendezvous store redis://store:6379: nothing accepts connections");
       return current;
     };
   }

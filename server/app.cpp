@@ -3,6 +3,7 @@
 #include "api/safetensors.h"
 #include "scheduler/job_handle.h"
 #include "server/graph_routes.h"
+#include "server/routes_openapi.h"
 
 namespace tensord {
 
@@ -50,6 +51,7 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_kserve_routes(*r, app);
   if (app.shm) add_shm_routes(*r, app);
   add_observability_routes(*r, app);
+  add_openapi_routes(*r);
   return r;
 }
 

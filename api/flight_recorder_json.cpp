@@ -41,6 +41,15 @@ std::string_view pytorch_scalar_type_name(DType t) {
   return "Undefined";
 }
 
+std::string pytorch_ranks_str(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s + "]";
+}
+
 namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
@@ -67,16 +76,6 @@ void dtypes(Writer& w, const std::vector<DType>& ts) {
   w.StartArray();
   for (DType t : ts) str(w, pytorch_scalar_type_name(t));
   w.EndArray();
-}
-
-// PyTorch writes the ranks as a string: "[0, 1]".
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s + "]";
 }
 
 void entry(Writer& w, const FlightRecord& e, int rank) {
@@ -146,7 +145,7 @@ void write_dump(Writer& w, const FlightRecorderDump& dump) {
     key(w, "desc");
     str(w, g.desc);
     key(w, "ranks");
-    str(w, ranks_str(g.ranks));
+    str(w, pytorch_ranks_str(g.ranks));
     w.EndObject();
   }
   w.EndObject();

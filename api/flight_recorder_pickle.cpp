@@ -26,17 +26,6 @@ void dtypes(PickleWriter& w, const std::vector<DType>& ts) {
   w.end_list();
 }
 
-// PyTorch writes a group's ranks as a string, "[0, 1]"; fr_trace reads it
-// with ast.literal_eval.
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s + "]";
-}
-
 void optional_ns(PickleWriter& w, const std::optional<int64_t>& t) {
   // PyTorch's pickle has None for a time not (yet) discovered.
   if (t) {
@@ -120,7 +109,7 @@ std::string flight_recorder_pickle(const FlightRecorderDump& dump) {
     w.str("desc");
     w.str(g.desc);
     w.str("ranks");
-    w.str(ranks_str(g.ranks));
+    w.str(pytorch_ranks_str(g.ranks));
     w.end_dict();
   }
   w.end_dict();

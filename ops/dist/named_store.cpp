@@ -33,9 +33,9 @@ bool is_wait_timeout(const gloo::IoException& e) {
 NamedStore::NamedStore(std::shared_ptr<gloo::rendezvous::Store> inner, std::string name)
     : inner_(std::move(inner)), name_(std::move(name)) {}
 
-void NamedStore::fail(const std::exception& e) const {
+void throw_store_failure(const std::string& name, const std::exception& e) {
   if (const auto* t = dynamic_cast<const Error*>(&e)) throw *t;  // already ours
-  throw Error(ErrorCode::kUnavailable, "rendezvous store " + name_ + ": " + without_source_position(e.what()));
+  throw Error(ErrorCode::kUnavailable, "rendezvous store " + name + ": " + without_source_position(e.what()));
 }
 
 void NamedStore::set(const std::string& key, const std::vector<char>& data) {

@@ -18,6 +18,10 @@
 
 namespace tensord::dist {
 
+// Throws `e` as NamedStore reports a failure of the store called `name`
+// (a tensord::Error as it is).
+[[noreturn]] void throw_store_failure(const std::string& name, const std::exception& e);
+
 class NamedStore final : public gloo::rendezvous::Store {
  public:
   // name: how answers name the store ("redis://host:port", "file:///dir").
@@ -32,7 +36,7 @@ class NamedStore final : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
   // The failure of an operation on the store, as NamedStore reports it.
-  [[noreturn]] void fail(const std::exception& e) const;
+  [[noreturn]] void fail(const std::exception& e) const { throw_store_failure(name_, e); }
 
  private:
   std::shared_ptr<gloo::rendezvous::Store> inner_;

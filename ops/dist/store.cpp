@@ -57,7 +57,7 @@ std::shared_ptr<gloo::rendezvous::Store> make_redis_store(const std::string& hos
   try {
     redis = std::make_shared<gloo::rendezvous::RedisStore>(host, port);
   } catch (const std::exception& e) {
-    NamedStore(nullptr, name).fail(e);
+    throw_store_failure(name, e);
   }
   return std::make_shared<NamedStore>(std::move(redis), name);
 }

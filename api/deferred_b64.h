@@ -1,6 +1,5 @@
 // Large b64 values left out of a JSON writer's buffer and encoded as the
-// response is sent (issue 14: egress without copies, for b64 as for
-// safetensors).
+// response is sent (egress without copies, for b64 as for safetensors).
 #pragma once
 
 #include <cstddef>

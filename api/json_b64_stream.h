@@ -1,5 +1,5 @@
 // A JSON request body whose top-level "b64" value is decoded while the body
-// arrives (issue 14, API.md 3.1): the session reads the body's bytes into
+// arrives (API.md 3.1): the session reads the body's bytes into
 // next() and commits them; the first bytes (the JSON up to the value) are
 // kept, the value's characters pass through a small window and are decoded
 // straight into `out`, and what follows the value is kept again. An upload

@@ -1,5 +1,5 @@
 // A JSON tensor body whose "data" is plain numbers, parsed in one pass
-// straight into the tensor (issue 14): no DOM of millions of values and no
+// straight into the tensor: no DOM of millions of values and no
 // walk over it afterwards. The body's JSON around the array is parsed as
 // usual (a few dozen bytes); the array's numbers are read by the same
 // rules the DOM path applies (RapidJSON's number grammar, integral

@@ -1,5 +1,5 @@
 // libFuzzer target: a JSON body decoded while it arrives
-// (api/json_b64_stream.h, issue 14). Input: one byte that picks the pieces
+// (api/json_b64_stream.h). Input: one byte that picks the pieces
 // the body arrives in, then the body. Invariants: the stream never throws;
 // a body it did not decode comes back byte for byte; one it decoded is the
 // skeleton with the value's canonical base64 cut out (re-encoding the bytes

@@ -1,4 +1,4 @@
-// DeferredB64 (api/deferred_b64.h, issue 14): a JSON answer's large b64
+// DeferredB64 (api/deferred_b64.h): a JSON answer's large b64
 // values are left out of the writer's buffer and encoded a piece at a time
 // as the body is sent; the pieces put together are the text the writer
 // would have written.

@@ -1,4 +1,4 @@
-// JsonB64Stream (api/json_b64_stream.h, issue 14): a JSON body's top-level
+// JsonB64Stream (api/json_b64_stream.h): a JSON body's top-level
 // "b64" value decoded while the body arrives, in pieces of any size; and
 // whatever is not a plain base64 value given back as the exact text.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// tensor_from_json_body with a BodyShare (API.md 3.1, issue 14): a large
+// tensor_from_json_body with a BodyShare (API.md 3.1): a large
 // b64 payload is decoded over its own text in the request body, and the
 // tensor aliases the body instead of a second buffer.
 #include <gtest/gtest.h>

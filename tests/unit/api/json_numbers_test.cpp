@@ -1,4 +1,4 @@
-// numeric_tensor_fast (api/json_numbers.h, issue 14): a JSON tensor's
+// numeric_tensor_fast (api/json_numbers.h): a JSON tensor's
 // plain-number "data" parsed straight into the tensor gives the tensor the
 // DOM path gives, bit for bit, and leaves everything else to the DOM path.
 #include <gtest/gtest.h>

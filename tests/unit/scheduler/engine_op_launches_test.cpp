@@ -1,4 +1,4 @@
-// tensord_op_launches_total{backend} (issue 15) on an engine beside a
+// tensord_op_launches_total{backend} on an engine beside a
 // device backend (the fake one, with fake_device_kernels.h).
 #include <gtest/gtest.h>
 #include <prometheus/metric_family.h>

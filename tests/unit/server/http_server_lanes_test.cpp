@@ -1,4 +1,4 @@
-// HttpServer::set_lanes (issue 14): what the handler pool would run for a
+// HttpServer::set_lanes: what the handler pool would run for a
 // request (an offloaded handler; an async request's start with a large
 // body and its large answer's encoding) runs on the lane its Authorization
 // names, on threads pinned to the lane's cpus at the compute nice, and on

@@ -1,6 +1,7 @@
 #include "server/app.h"
 
 #include "api/safetensors.h"
+#include "ops/error.h"
 #include "scheduler/job_handle.h"
 #include "server/graph_routes.h"
 #include "server/routes_openapi.h"
@@ -35,6 +36,13 @@ void cancel_when_client_goes(const std::shared_ptr<AsyncReply>& reply, const std
 
 bool wants_safetensors(const HttpRequest& req) {
   return req.header("accept").find("application/vnd.safetensors") != std::string::npos;
+}
+
+bool b64_requested(const HttpRequest& req) {
+  auto enc = req.query.find("encoding");
+  if (enc == req.query.end()) return false;
+  if (enc->second == "b64") return true;
+  throw Error(ErrorCode::kBadRequest, "unknown encoding '" + enc->second.substr(0, 64) + "' (the one encoding is b64)");
 }
 
 bool is_safetensors_body(const HttpRequest& req) {

@@ -75,6 +75,10 @@ HttpResponse json_response(int status, std::string body);
 HttpResponse safetensors_response(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                   const std::map<std::string, std::string>& metadata);
 bool wants_safetensors(const HttpRequest& req);
+// Whether `?encoding=b64` asks for tensors' data as base64. Any other value
+// throws Error(kBadRequest): a misspelt encoding answered as plain JSON would
+// look like success and cost the client a body several times larger.
+bool b64_requested(const HttpRequest& req);
 bool is_safetensors_body(const HttpRequest& req);
 
 }  // namespace tensord

@@ -93,8 +93,7 @@ void add_graph_routes(Router& r, AppContext& app) {
         spec.request_id = req.request_id;
         spec.body_charge = std::move(req.body_charge);
         const bool st = wants_safetensors(req);
-        auto enc = req.query.find("encoding");
-        const bool b64 = enc != req.query.end() && enc->second == "b64";
+        const bool b64 = b64_requested(req);
         start_graph_replay(app, tenant, g, std::move(spec), reply,
                            [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
       },

@@ -45,11 +45,6 @@ JobSpec parse_job_request(HttpRequest& req) {
   return spec;
 }
 
-bool b64_requested(const HttpRequest& req) {
-  auto enc = req.query.find("encoding");
-  return enc != req.query.end() && enc->second == "b64";
-}
-
 std::shared_ptr<Job> find_job(AppContext& app, HttpRequest& req, const Tenant& tenant) {
   auto job = app.jobs->find(tenant.name, req.params.at("id"));
   if (!job) throw Error(ErrorCode::kNotFound, "job '" + req.params.at("id") + "' not found");

@@ -34,10 +34,6 @@ Tensor tensor_from_body(HttpRequest& req) {
   return tensor_from_json_request(req, "body");
 }
 
-bool use_b64(const HttpRequest& req) {
-  auto it = req.query.find("encoding");
-  return it != req.query.end() && it->second == "b64";
-}
 }  // namespace
 
 void add_tensor_routes(Router& r, AppContext& app) {
@@ -73,7 +69,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
     Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
     if (wants_safetensors(req)) return safetensors_response({{req.params.at("name"), t}}, {});
     HttpResponse resp;
-    resp.views = tensor_to_json_body(t, use_b64(req));
+    resp.views = tensor_to_json_body(t, b64_requested(req));
     return resp;
   });
 

@@ -403,3 +403,32 @@ def test_many_idle_connections(server, raw):
             s.close()
     wait_healthy(server.url)
     assert server.alive()
+
+
+@pytest.mark.parametrize("value", ["hex", "B64", "", "b64,json"])
+def test_unknown_encoding_is_400_on_every_route_that_takes_one(server, raw, value):
+    """?encoding= names one encoding (b64); any other value is a 400 naming
+    it, on each of the four routes that take it, before any work starts: a
+    misspelt encoding answered as plain JSON would look like success."""
+    q = "?encoding=" + value
+    r = raw.request("PUT", "/v1/tensors/enc/t", body=j(x_input()), headers=JS)
+    assert r.status in (200, 201), r
+    r = raw.request("POST", "/v1/jobs", body=run([GOOD_NODE], ["y"], X), headers=JS)
+    assert r.status == 202, r
+    job = r.json()["id"]
+    r = raw.request("POST", "/v1/graphs", body=j({"program": {"nodes": [GOOD_NODE], "outputs": ["y"]},
+                                                  "inputs": {"x": {"dtype": "float32", "shape": [2, 3]}}}), headers=JS)
+    assert r.status == 201, r
+    gid = r.json()["id"]
+    before = raw.request("GET", "/v1/graphs/" + gid).json()["replays"]
+    for method, path, body in [("GET", "/v1/tensors/enc/t", None),
+                               ("POST", "/v1/run", run([GOOD_NODE], ["y"], X)),
+                               ("GET", "/v1/jobs/" + job, None),
+                               ("POST", "/v1/graphs/%s/replay" % gid, j({"inputs": X}))]:
+        resp = raw.request(method, path + q, body=body or b"", headers=JS if body else {})
+        check_error_response(resp, [(400, "bad_request")], has_words("encoding"), "%s %s%s" % (method, path, q))
+    assert raw.request("GET", "/v1/graphs/" + gid).json()["replays"] == before, "a replay ran despite the 400"
+    for method, path, body in [("GET", "/v1/tensors/enc/t?encoding=b64", None),
+                               ("POST", "/v1/graphs/%s/replay?encoding=b64" % gid, j({"inputs": X}))]:
+        resp = raw.request(method, path, body=body or b"", headers=JS if body else {})
+        assert resp.status == 200 and b'"b64"' in resp.body, resp

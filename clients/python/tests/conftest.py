@@ -7,10 +7,13 @@ under Debian's numpy 1.24 (build/venv) and PyPI's numpy 2.x
 (build/tools-venv), see tests/integration/test_client_suite.py.
 """
 
+import http.server
 import os
 import sys
+import threading
 
 import numpy as np
+import pytest
 
 CLIENT_PATH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if sys.path[:1] != [CLIENT_PATH]:
@@ -30,3 +33,37 @@ def pytest_report_header(config):
         have_torch = "not installed"
     return "tensord client %s from %s; numpy %s, torch %s" % (
         tensord.__version__, os.path.dirname(tensord.__file__), np.__version__, have_torch)
+
+
+@pytest.fixture
+def torch():
+    """torch, for the tests that take it; a skip saying why where this
+    interpreter has none (the project runs the suite with and without)."""
+    try:
+        import torch as module
+    except ImportError:
+        print("skipping: torch is not importable by this interpreter")
+        pytest.skip("torch is not importable by this interpreter")
+    return module
+
+
+@pytest.fixture
+def local_http():
+    """start(handler_class, **attributes) -> a threaded http.server on
+    127.0.0.1 with the attributes set and .url; each is shut down after the
+    test (the fake servers of the transport tests)."""
+    started = []
+
+    def start(handler, **attributes):
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        for k, v in attributes.items():
+            setattr(srv, k, v)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        srv.url = "http://127.0.0.1:%d" % srv.server_address[1]
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.shutdown()
+        srv.server_close()

@@ -14,18 +14,6 @@ from tensord import safetensors as st
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
-try:
-    import torch
-except ImportError:  # the torch cases say so when they skip
-    torch = None
-
-
-def need_torch():
-    if torch is None:
-        print("skipping: torch is not importable by this interpreter")
-        pytest.skip("torch is not importable by this interpreter")
-
-
 # ---------------------------------------------------------------- dtype names
 
 def server_dtype_names():
@@ -66,13 +54,15 @@ def test_dtype_names_are_the_servers():
             tensord.dtype_name(bad)
 
 
-def test_dtype_names_of_numpy_and_torch():
+def test_dtype_names_of_numpy():
     assert tensord.dtype_name(np.float32) == "float32"
     assert tensord.dtype_name(np.dtype(">i8")) == "int64"
     assert tensord.dtype_name(np.bool_) == "bool"
     with pytest.raises(ValueError):
         tensord.dtype_name(np.uint16)
-    need_torch()
+
+
+def test_dtype_names_of_torch(torch):
     assert tensord.dtype_name(torch.bfloat16) == "bfloat16"
     assert tensord.dtype_name(torch.float) == "float32"
     assert tensord.dtype_name(torch.cfloat) == "complex64"

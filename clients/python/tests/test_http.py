@@ -70,16 +70,9 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def fake():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeHandler)
-    srv.hits, srv.busy, srv.bodies, srv.job_polls = [], {}, [], 0
-    srv.tensor = np.arange(300000, dtype=np.float32).reshape(1000, 300)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    srv.url = "http://127.0.0.1:%d" % srv.server_address[1]
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+def fake(local_http):
+    return local_http(FakeHandler, hits=[], busy={}, bodies=[], job_polls=0,
+                      tensor=np.arange(300000, dtype=np.float32).reshape(1000, 300))
 
 
 def test_retries_turn_429_into_success(fake):

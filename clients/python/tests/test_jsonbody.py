@@ -5,7 +5,6 @@ each "b64" value straight from the bytes, large ones as they arrive."""
 
 import http.server
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -29,15 +28,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def recorder():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    srv.bodies = []
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    srv.url = "http://127.0.0.1:%d" % srv.server_address[1]
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+def recorder(local_http):
+    return local_http(Recorder, bodies=[])
 
 
 def test_large_json_bodies_carry_the_encoders_base64_bytes(recorder):

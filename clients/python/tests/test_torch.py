@@ -10,22 +10,9 @@ import pytest
 from tensord import TensorData
 from tensord import safetensors as st
 
-try:
-    import torch
-except ImportError:  # the torch cases say so when they skip
-    torch = None
-
-
-def need_torch():
-    if torch is None:
-        print("skipping: torch is not importable by this interpreter")
-        pytest.skip("torch is not importable by this interpreter")
-
-
 # ---------------------------------------------------------------- torch
 
-def test_torch_values_are_sent_as_their_bits():
-    need_torch()
+def test_torch_values_are_sent_as_their_bits(torch):
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3).requires_grad_()
     name, shape, raw = st.convert(x.t())  # requires_grad and not contiguous
     assert (name, shape) == ("float32", [3, 2])
@@ -40,8 +27,7 @@ def test_torch_values_are_sent_as_their_bits():
         st.convert(torch.zeros(2, dtype=torch.complex32))
 
 
-def test_torch_results_share_the_received_memory():
-    need_torch()
+def test_torch_results_share_the_received_memory(torch):
     from tensord import _torch
     arr = np.arange(4, dtype=np.float32)
     t = _torch.from_host(arr)

@@ -125,7 +125,8 @@ void add_run_routes(Router& r, AppContext& app) {
 
   add_offloaded(r, "GET", "/v1/jobs/{id}", [&app](HttpRequest& req) {
     Tenant& tenant = authenticate(req, *app.tenants);
-    return json_response(200, job_status_to_json(*find_job(app, req, tenant), b64_requested(req)));
+    std::shared_ptr<Job> job = find_job(app, req, tenant);  // 404 before 400, as the other routes answer
+    return json_response(200, job_status_to_json(*job, b64_requested(req)));
   });
 
   r.add("DELETE", "/v1/jobs/{id}", [&app](HttpRequest& req) {

@@ -66,10 +66,12 @@ void add_tensor_routes(Router& r, AppContext& app) {
   };
 
   add_offloaded(r, "GET", "/v1/tensors/{name...}", [fetch](HttpRequest& req) {
-    Tensor t = fetch(req).to_host();  // a device-resident tensor is copied out
+    Tensor stored = fetch(req);
+    const bool b64 = b64_requested(req);  // checked whatever the Accept, as the run routes do
+    Tensor t = stored.to_host();          // a device-resident tensor is copied out
     if (wants_safetensors(req)) return safetensors_response({{req.params.at("name"), t}}, {});
     HttpResponse resp;
-    resp.views = tensor_to_json_body(t, b64_requested(req));
+    resp.views = tensor_to_json_body(t, b64);
     return resp;
   });
 

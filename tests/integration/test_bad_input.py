@@ -427,6 +427,8 @@ def test_unknown_encoding_is_400_on_every_route_that_takes_one(server, raw, valu
                                ("POST", "/v1/graphs/%s/replay" % gid, j({"inputs": X}))]:
         resp = raw.request(method, path + q, body=body or b"", headers=JS if body else {})
         check_error_response(resp, [(400, "bad_request")], has_words("encoding"), "%s %s%s" % (method, path, q))
+    resp = raw.request("GET", "/v1/tensors/enc/t" + q, headers={"Accept": "application/vnd.safetensors"})
+    check_error_response(resp, [(400, "bad_request")], has_words("encoding"), "GET tensor%s as safetensors" % q)
     assert raw.request("GET", "/v1/graphs/" + gid).json()["replays"] == before, "a replay ran despite the 400"
     for method, path, body in [("GET", "/v1/tensors/enc/t?encoding=b64", None),
                                ("POST", "/v1/graphs/%s/replay?encoding=b64" % gid, j({"inputs": X}))]:

@@ -110,8 +110,8 @@ asan-build: deps build-asan/build.ninja
 # instrumented server (leaks fail it: the fixture checks the exit status
 # after SIGTERM, and sanitizer reports in its stderr).
 asan: asan-build pytools torch-venv
-	for t in api graphs scheduler server; do ASAN_OPTIONS=detect_leaks=1 ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
-	cd tests/integration && ASAN_OPTIONS=detect_leaks=1 TENSORD_BIN=$(CURDIR)/build-asan/tensord TENSORD_SANITIZED=1 \
+	for t in api graphs scheduler server; do ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ./build-asan/tests/$${t}_tests --gtest_brief=1 || exit 1; done
+	cd tests/integration && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp TENSORD_BIN=$(CURDIR)/build-asan/tensord TENSORD_SANITIZED=1 \
 	  $(TEST_PY) -m pytest -q -p no:cacheprovider
 
 build-tsan/build.ninja:

@@ -2,10 +2,14 @@
 of the project's Python stacks (API.md 12: numpy 1.24 and 2.x):
 
 - build/venv: Debian's python3 and packages (numpy 1.24, torch),
-- build/tools-venv: a plain venv from PyPI (numpy 2.x, no torch).
+- build/tools-venv: a plain venv from PyPI (numpy 2.x, no torch),
+- build/torch-venv: torch 2.15, torchao, ml-dtypes and safetensors from
+  PyPI (scripts/install-torch.sh): the MX interop tests
+  (test_mx_torchao.py) must run there, none skipped.
 
 Each runs pytest in its own interpreter, as a subprocess; a stack that is
-not there (scripts/install-pytools.sh makes both) skips, saying why.
+not there (scripts/install-pytools.sh and install-torch.sh make them)
+skips, saying why.
 """
 
 import os
@@ -20,7 +24,10 @@ STACKS = {
     # name: (interpreter, the numpy major version it must have)
     "debian-numpy1": (os.path.join(REPO, "build", "venv", "bin", "python"), 1),
     "pypi-numpy2": (os.path.join(REPO, "build", "tools-venv", "bin", "python"), 2),
+    "torch-2.15": (os.path.join(REPO, "build", "torch-venv", "bin", "python"), 2),
 }
+# The stack whose packages the MX interop tests need: none of them may skip there.
+FULL_STACK = "torch-2.15"
 
 
 def skip(why):
@@ -36,7 +43,7 @@ def clean_env():
 def test_client_tests_pass_under(stack):
     py, numpy_major = STACKS[stack]
     if not os.access(py, os.X_OK):
-        skip("%s is not there (make pytools: scripts/install-pytools.sh)" % py)
+        skip("%s is not there (make pytools / make torch-venv: scripts/install-pytools.sh, install-torch.sh)" % py)
     probe = subprocess.run([py, "-c", "import numpy, pytest; print(numpy.__version__)"], capture_output=True,
                            text=True, timeout=120, env=clean_env())
     if probe.returncode != 0:
@@ -51,3 +58,7 @@ def test_client_tests_pass_under(stack):
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed.group(1)) >= 50, "fewer tests than the client has:\n" + tail
     assert "error" not in proc.stdout.splitlines()[-1], tail
+    if stack == FULL_STACK:
+        skipped = [line for line in proc.stdout.splitlines()
+                   if line.startswith("SKIPPED") and "test_mx_torchao" in line]
+        assert not skipped, "MX interop tests skipped where torchao is installed:\n" + "\n".join(skipped)

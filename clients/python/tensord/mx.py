@@ -19,11 +19,29 @@ and their description, as the server stores and sends them.
 OCP MX v1.0 definitions (not by the server). In safetensors an MX tensor is
 ``<name>`` (U8) + ``<name>.scale`` (F8_E8M0) + ``__metadata__["<name>"]``;
 in JSON ``{"mx", "block_size", "axis", "shape", "elements", "scale"}``.
+
+PyTorch's and numpy's own MX types (imported only when these are called;
+``import tensord`` needs neither):
+
+* :func:`to_torchao` / :func:`from_torchao`: torchao's MX tensor
+  (``torchao.prototype.mx_formats.mx_tensor.MXTensor``, torchao 0.18),
+* :meth:`MxTensor.elements_as_ml_dtypes`, :meth:`MxTensor.scale_as_ml_dtypes`
+  and :meth:`MxTensor.from_ml_dtypes`: the element codes and scales as
+  ml_dtypes arrays (``float8_e4m3fn``, ``float8_e5m2``, ``float6_e2m3fn``,
+  ``float6_e3m2fn``, ``float4_e2m1fn``; ``float8_e8m0fnu``), one code per
+  byte.
+
+Each keeps the bits: the values torchao's ``dequantize()`` gives in float32
+are the same float32 numbers as :meth:`MxTensor.dequantize` (NaN where it
+has NaN). What the other side cannot represent is a ``ValueError`` saying
+so (see :func:`to_torchao`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import math
 from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
@@ -38,8 +56,52 @@ FORMATS: Dict[str, Tuple[int, int, int, int, bool, bool]] = {
 }
 
 
+#: format -> the ml_dtypes type of one element code (one code per byte, in its low bits)
+ML_DTYPES: Dict[str, str] = {
+    "mxfp8_e4m3": "float8_e4m3fn",
+    "mxfp8_e5m2": "float8_e5m2",
+    "mxfp6_e2m3": "float6_e2m3fn",
+    "mxfp6_e3m2": "float6_e3m2fn",
+    "mxfp4_e2m1": "float4_e2m1fn",
+}
+#: the ml_dtypes (and torch) type of the scales
+SCALE_ML_DTYPE = "float8_e8m0fnu"
+
+
 def _packed_len(fmt: str, n: int) -> int:
     return n * FORMATS[fmt][0] // 8
+
+
+def _require(module: str, package: str, what: str) -> Any:
+    """``module`` imported now (by name, untyped, as tensord._torch does), or
+    an ImportError naming the PyPI package to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError("%s needs %s, which is not installed: pip install %s" % (what, package, package)) from e
+
+
+def _pack(fmt: str, codes: np.ndarray, ax: int) -> np.ndarray:
+    """The inverse of :meth:`MxTensor.codes`: element codes (one per item,
+    the logical shape) packed along axis ``ax`` as :class:`MxTensor` holds them."""
+    bits = FORMATS[fmt][0]
+    c = np.moveaxis(np.asarray(codes).astype(np.uint32), ax, -1)
+    lead = c.shape[:-1]
+    n = c.shape[-1]
+    if n * bits % 8 or (bits == 6 and n % 4):
+        raise ValueError("%d %s elements along the axis are not whole bytes" % (n, fmt))
+    c = c.reshape(int(np.prod(lead, dtype=np.int64)), n)
+    b: np.ndarray
+    if bits == 8:
+        b = c
+    elif bits == 4:
+        b = c[:, 0::2] | (c[:, 1::2] << 4)
+    else:
+        g = c.reshape(c.shape[0], n // 4, 4)
+        w = g[..., 0] | (g[..., 1] << 6) | (g[..., 2] << 12) | (g[..., 3] << 18)
+        b = np.stack([(w >> (8 * k)) & 0xFF for k in range(3)], axis=-1).reshape(c.shape[0], -1)
+    b = b.astype(np.uint8).reshape(lead + (b.shape[-1],))
+    return np.ascontiguousarray(np.moveaxis(b, -1, ax))
 
 
 class MxTensor:
@@ -137,7 +199,50 @@ class MxTensor:
         sc = np.exp2(self.scale.astype(np.float64) - 127.0)
         sc = np.where(self.scale == 255, np.nan, sc)
         sc = np.repeat(sc, self.block_size, axis=ax)
-        return (v * sc).astype(np.float32)
+        with np.errstate(over="ignore"):  # a scale near 2^127 times a large element is inf, as the spec has it
+            return (v * sc).astype(np.float32)
+
+    # -- ml_dtypes (numpy's float8 / float6 / float4 / e8m0 types)
+    def elements_as_ml_dtypes(self) -> np.ndarray:
+        """The element codes unpacked, one per byte, as an array of the
+        format's ml_dtypes type (:data:`ML_DTYPES`: ``float8_e4m3fn``,
+        ``float8_e5m2``, ``float6_e2m3fn``, ``float6_e3m2fn``,
+        ``float4_e2m1fn``), the logical shape; its ``.astype(np.float32)``
+        is the element values before scaling. A new array."""
+        ml = _require("ml_dtypes", "ml-dtypes", "MxTensor.elements_as_ml_dtypes")
+        return self.codes().astype(np.uint8).view(getattr(ml, ML_DTYPES[self.format]))
+
+    def scale_as_ml_dtypes(self) -> np.ndarray:
+        """The scales as an ``ml_dtypes.float8_e8m0fnu`` array (a copy), the
+        logical shape with the block axis divided by ``block_size``; its
+        ``.astype(np.float32)`` is 2^(code-127), NaN for code 255."""
+        ml = _require("ml_dtypes", "ml-dtypes", "MxTensor.scale_as_ml_dtypes")
+        return self.scale.copy().view(getattr(ml, SCALE_ML_DTYPE))
+
+    @classmethod
+    def from_ml_dtypes(cls, elements: Any, scale: Any, block_size: int = 32, axis: int = -1) -> "MxTensor":
+        """An MX tensor from ml_dtypes arrays: ``elements`` (the logical
+        shape; its dtype, one of :data:`ML_DTYPES`, names the format) and
+        ``scale`` (``float8_e8m0fnu``, the axis divided by ``block_size``),
+        the inverse of :meth:`elements_as_ml_dtypes` / :meth:`scale_as_ml_dtypes`.
+        Another dtype, a shape that does not fit, or a code with bits set
+        above the format's width is a ValueError."""
+        ml = _require("ml_dtypes", "ml-dtypes", "MxTensor.from_ml_dtypes")
+        el, sc = np.asarray(elements), np.asarray(scale)
+        by_dtype = {np.dtype(getattr(ml, t)): f for f, t in ML_DTYPES.items()}
+        fmt = by_dtype.get(el.dtype)
+        if fmt is None:
+            raise ValueError("MX elements must be one of ml_dtypes' %s, got %s"
+                             % (", ".join(ML_DTYPES.values()), el.dtype))
+        if sc.dtype != np.dtype(getattr(ml, SCALE_ML_DTYPE)):
+            raise ValueError("MX scale must be ml_dtypes.%s, got %s" % (SCALE_ML_DTYPE, sc.dtype))
+        if el.ndim == 0 or not -el.ndim <= int(axis) < el.ndim:
+            raise ValueError("axis %d out of range for shape %s" % (int(axis), list(el.shape)))
+        codes = el.view(np.uint8)
+        bits = FORMATS[fmt][0]
+        if bits < 8 and codes.size and int(codes.max()) >> bits:
+            raise ValueError("%s elements hold codes wider than %d bits" % (el.dtype, bits))
+        return cls(fmt, _pack(fmt, codes, int(axis) % el.ndim), sc.view(np.uint8), el.shape, block_size, axis)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, MxTensor) and other.metadata() == self.metadata()
@@ -148,6 +253,156 @@ class MxTensor:
     def __repr__(self) -> str:
         return "MxTensor(%s, shape=%s, block_size=%d, axis=%d, %d bytes)" % (
             self.format, list(self.shape), self.block_size, self.axis, self.nbytes)
+
+
+# ---------------------------------------------------------------- torchao
+
+def _torchao_elem_dtypes(torch: Any) -> Dict[str, Any]:
+    """format -> torchao's ``elem_dtype``: torch's float8 dtypes, torchao's
+    fp6 names, torch.float4_e2m1fn_x2 (as torchao 0.18 spells them)."""
+    consts = _require("torchao.prototype.mx_formats.constants", "torchao", "tensord.mx's torchao interop")
+    return {
+        "mxfp8_e4m3": torch.float8_e4m3fn,
+        "mxfp8_e5m2": torch.float8_e5m2,
+        "mxfp6_e2m3": consts.DTYPE_FP6_E2M3,
+        "mxfp6_e3m2": consts.DTYPE_FP6_E3M2,
+        "mxfp4_e2m1": torch.float4_e2m1fn_x2,
+    }
+
+
+def to_torchao(q: MxTensor, orig_dtype: Any = None, kernel_preference: Any = None) -> Any:
+    """``q`` as torchao's MX tensor (``torchao.prototype.mx_formats.mx_tensor.MXTensor``),
+    the same bits (copied), on the CPU.
+
+    torchao's layout: ``qdata`` in the logical shape, the block axis last:
+    FP8 as ``torch.float8_e4m3fn`` / ``float8_e5m2``; FP6 ``uint8``, one
+    code per byte in bits 0-5 (torchao does not pack FP6); FP4 ``uint8``
+    with the last dimension halved, element 2j in the low nibble of byte j
+    (tensord's FP4 bytes as they are). ``scale`` is ``torch.float8_e8m0fnu``
+    of shape ``shape[:-1] + (shape[-1] // block_size,)``, not swizzled.
+    ``elem_dtype`` is torch's dtype for FP8 and FP4
+    (``torch.float4_e2m1fn_x2``) and torchao's ``"fp6_e2m3"`` /
+    ``"fp6_e3m2"`` for FP6. ``orig_dtype`` (``torch.float32`` by default, or
+    ``torch.bfloat16``) is the tensor's dtype and what its
+    ``dequantize()`` returns; in float32 those are the values of
+    :meth:`MxTensor.dequantize`, bit for bit (NaN where it is NaN).
+    ``kernel_preference`` defaults to torchao's ``KernelPreference.EMULATED``
+    (its matmuls dequantize, so they run on any device).
+
+    Blocks along the first axis of a 2-D tensor become torchao's transposed
+    layout (what ``MXTensor.t()`` gives: ``qdata`` and ``scale`` transposed
+    views, as torchao holds a linear layer's weight). Anything else torchao
+    cannot represent is a ValueError: blocks along any other axis that is
+    not the last (torchao blocks the last dimension), and a transposed 2-D
+    tensor with a dimension of 1 (torchao then takes it for a contiguous
+    one and gets FP4's shape, or its blocks, wrong). ``q`` not an
+    :class:`MxTensor` is a ValueError too.
+    """
+    if not isinstance(q, MxTensor):
+        raise ValueError("to_torchao takes a tensord.mx.MxTensor, got %s" % type(q).__name__)
+    torch = _require("torch", "torch", "to_torchao")
+    mxt = _require("torchao.prototype.mx_formats.mx_tensor", "torchao", "to_torchao")
+    if orig_dtype is None:
+        orig_dtype = torch.float32
+    if orig_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError("torchao's MX tensors have orig_dtype torch.float32 or torch.bfloat16, not %s" % orig_dtype)
+    if kernel_preference is None:
+        kernel_preference = _require("torchao.quantization.quantize_.common.kernel_preference", "torchao",
+                                     "to_torchao").KernelPreference.EMULATED
+    nd = len(q.shape)
+    ax = q.axis % nd
+    transposed = ax != nd - 1
+    if transposed and (nd != 2 or ax != 0):
+        raise ValueError("torchao's MXTensor blocks the last dimension (or the first of a 2-D tensor, as its "
+                         "transposed layout); it cannot represent blocks along axis %d of shape %s"
+                         % (q.axis, list(q.shape)))
+    elements, scale, codes = q.elements, q.scale, None
+    if FORMATS[q.format][0] == 6:
+        codes = q.codes().astype(np.uint8)
+    if transposed:
+        if 1 in q.elements.shape:
+            raise ValueError("torchao cannot represent blocks along axis 0 of shape %s: its transposed layout "
+                             "needs both dimensions (packed too) above 1, or it is taken for a contiguous one"
+                             % list(q.shape))
+        elements, scale = elements.T, scale.T
+        codes = None if codes is None else codes.T
+    data = np.ascontiguousarray(elements if codes is None else codes).copy()
+    qdata = torch.from_numpy(data)
+    if q.format.startswith("mxfp8"):
+        qdata = qdata.view(_torchao_elem_dtypes(torch)[q.format])
+    sc = torch.from_numpy(np.ascontiguousarray(scale).copy()).view(torch.float8_e8m0fnu)
+    t = mxt.MXTensor(qdata, sc, _torchao_elem_dtypes(torch)[q.format], q.block_size, orig_dtype,
+                     kernel_preference, None, False)
+    return t.t() if transposed else t
+
+
+def from_torchao(t: Any) -> MxTensor:
+    """torchao's MX tensor (``torchao.prototype.mx_formats.mx_tensor.MXTensor``)
+    as an :class:`MxTensor`, the same bits (copied to the host), the inverse
+    of :func:`to_torchao`.
+
+    torchao's contiguous layout gives ``axis=-1``; its transposed 2-D layout
+    (``MXTensor.t()``: ``qdata`` not contiguous, its transpose contiguous)
+    gives ``axis=0``; swizzled scales (``is_swizzled_scales=True``, the
+    cuBLAS tile layout) are put back in row order. ``orig_dtype`` and
+    ``kernel_preference`` are not kept (tensord's MX tensors dequantize to
+    float32). A ValueError: ``t`` not a torchao MXTensor (a DTensor: take
+    its ``full_tensor()`` first; NVFP4Tensor is not MX), an element dtype
+    tensord lacks, ``qdata`` / ``scale`` of another dtype or shape than that
+    dtype needs, FP6 codes above 6 bits, or a layout neither contiguous nor
+    transposed.
+    """
+    torch = _require("torch", "torch", "from_torchao")
+    mxt = _require("torchao.prototype.mx_formats.mx_tensor", "torchao", "from_torchao")
+    if not isinstance(t, mxt.MXTensor):
+        raise ValueError("from_torchao takes torchao's MXTensor (torchao.prototype.mx_formats), got %s"
+                         % type(t).__name__)
+    fmt = next((f for f, d in _torchao_elem_dtypes(torch).items() if t.elem_dtype == d), None)
+    if fmt is None:
+        raise ValueError("torchao MXTensor with elem_dtype %r: tensord has no such MX format (%s)"
+                         % (t.elem_dtype, ", ".join(FORMATS)))
+    bits = FORMATS[fmt][0]
+    qdata, scale, block_size = t.qdata.detach(), t.scale.detach(), int(t.block_size)
+    want = t.elem_dtype if bits == 8 else torch.uint8
+    if qdata.dtype != want:
+        raise ValueError("torchao %s qdata must be %s, got %s" % (fmt, want, qdata.dtype))
+    if scale.dtype != torch.float8_e8m0fnu:
+        raise ValueError("torchao MX scale must be torch.float8_e8m0fnu, got %s" % scale.dtype)
+    if qdata.dim() == 0:
+        raise ValueError("torchao MX qdata is 0-d")
+    transposed = False
+    if not qdata.is_contiguous():
+        if qdata.dim() != 2 or not qdata.t().is_contiguous():
+            raise ValueError("torchao MX qdata of shape %s and strides %s is neither contiguous nor transposed"
+                             % (list(qdata.shape), list(qdata.stride())))
+        transposed = True
+        qdata, scale = qdata.t(), scale.t()
+    # now torchao's contiguous layout: blocks along the last dimension
+    shape = list(qdata.shape)
+    if bits == 4:
+        shape[-1] *= 2
+    if block_size <= 0 or shape[-1] % block_size:
+        raise ValueError("torchao MX tensor of shape %s: block_size %d does not divide the last dimension"
+                         % (shape, block_size))
+    if t.is_swizzled_scales:
+        if len(shape) < 2:
+            raise ValueError("torchao MX tensor of shape %s with swizzled scales" % shape)
+        utils = _require("torchao.prototype.mx_formats.utils", "torchao", "from_torchao")
+        rows, cols = math.prod(shape[:-1]), shape[-1] // block_size
+        if scale.numel() < rows * cols:
+            raise ValueError("torchao MX swizzled scale of %d codes for %d x %d blocks"
+                             % (scale.numel(), rows, cols))
+        scale = utils.from_blocked(scale.contiguous(), rows, cols).reshape(*shape[:-1], cols)
+    host = qdata.cpu().contiguous().view(torch.uint8).numpy()
+    sc = scale.cpu().contiguous().view(torch.uint8).numpy()
+    if bits == 6:
+        if host.size and int(host.max()) >> 6:
+            raise ValueError("torchao %s qdata holds codes wider than 6 bits" % fmt)
+        host = _pack(fmt, host, host.ndim - 1)
+    if transposed:
+        host, sc, shape = host.T, sc.T, shape[::-1]
+    return MxTensor(fmt, np.ascontiguousarray(host), np.ascontiguousarray(sc), shape, block_size,
+                    0 if transposed else -1)
 
 
 def is_mx_json(obj: Any) -> bool:

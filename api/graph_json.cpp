@@ -164,4 +164,25 @@ std::string graph_info_to_json(const GraphInfo& info) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+GraphCaptureRequest graph_capture_from_body(std::string_view body) {
+  rapidjson::Document d = parse_json_object(body, "body");
+  return graph_capture_from_json(d);
+}
+
+JobSpec graph_replay_from_json_body(std::string& body) {
+  rapidjson::Document d = parse_json_object_insitu(body, "body");
+  return graph_replay_from_json(d, {});
+}
+
+JobSpec graph_replay_from_json_text(std::optional<std::string_view> request, const char* what,
+                                    std::map<std::string, Tensor> file_inputs) {
+  if (!request) {
+    rapidjson::Document empty;
+    empty.SetObject();
+    return graph_replay_from_json(empty, std::move(file_inputs));
+  }
+  rapidjson::Document d = parse_json_object(*request, what);
+  return graph_replay_from_json(d, std::move(file_inputs));
+}
+
 }  // namespace tensord

@@ -5,13 +5,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rapidjson/document.h>
 
 #include "graphs/graph_store.h"
 #include "graphs/program.h"
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 
@@ -23,6 +24,14 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req);
 // {inputs, store?, return?, deadline_ms?, priority?}: a JobSpec without a
 // program. `file_inputs` came in a safetensors body.
 JobSpec graph_replay_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
+
+// The same from bytes (routes hold no document): a capture body; a replay's
+// JSON body (parsed in place); a safetensors replay's request text (none:
+// as `{}`), `what` naming it in errors.
+GraphCaptureRequest graph_capture_from_body(std::string_view body);
+JobSpec graph_replay_from_json_body(std::string& body);
+JobSpec graph_replay_from_json_text(std::optional<std::string_view> request, const char* what,
+                                    std::map<std::string, Tensor> file_inputs);
 
 // {id, name, nodes, bytes, replays, is_capturing, pool}; name null when unset;
 // an SPMD graph's also "ranks" (its group's global ranks) and "group".

@@ -12,6 +12,8 @@
 
 namespace tensord {
 
+struct Caller;  // server/caller.h: who sent a request (a tenant, its lane)
+
 // Where a released request body's string goes (server/body_pool.h keeps
 // large ones resident for the next upload).
 class BodyRecycler {
@@ -52,6 +54,9 @@ struct HttpRequest {
   // The tenant the request authenticated as (server/auth.h writes it, the
   // session's log line reads it): shared, so it outlives a moved request.
   std::shared_ptr<std::string> caller = std::make_shared<std::string>();
+  // Who sent it, resolved by the session from the headers
+  // (server/caller.h); null outside a session (authenticate resolves then).
+  std::shared_ptr<const Caller> who;
   // Filled by the router: route template and its {params}.
   std::string route;
   std::map<std::string, std::string> params;

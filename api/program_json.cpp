@@ -480,4 +480,14 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+JobSpec job_spec_from_json_body(std::string& body) {
+  rapidjson::Document d = parse_json_object_insitu(body, "body");
+  return job_spec_from_json(d, {});
+}
+
+JobSpec job_spec_from_json_text(std::string_view request, const char* what, std::map<std::string, Tensor> file_inputs) {
+  rapidjson::Document d = parse_json_object(request, what);
+  return job_spec_from_json(d, std::move(file_inputs));
+}
+
 }  // namespace tensord

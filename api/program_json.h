@@ -11,8 +11,8 @@
 
 #include "api/http_types.h"
 #include "graphs/program.h"
+#include "scheduler/job_spec.h"
 #include "scheduler/job.h"
-#include "scheduler/job_handle.h"
 
 namespace tensord {
 
@@ -36,6 +36,12 @@ bool apply_request_field(JobSpec& s, const std::string& key, const rapidjson::Va
 // A /v1/run body (already parsed) -> JobSpec. `file_inputs` are tensors that
 // came in a safetensors body; JSON "inputs" may add more.
 JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs);
+// The same from bytes, so that routes never hold a document: a JSON body
+// (parsed in place: `body` is left as RapidJSON's in-situ parse leaves it),
+// or the request text of a safetensors body (its __metadata__["request"],
+// `what` naming it in errors) with the file's tensors.
+JobSpec job_spec_from_json_body(std::string& body);
+JobSpec job_spec_from_json_text(std::string_view request, const char* what, std::map<std::string, Tensor> file_inputs);
 
 // {"outputs": {...}, "job": {...}}. With tensors_inline = false the outputs
 // object lists only names -> {dtype, shape} (the safetensors response form).

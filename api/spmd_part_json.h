@@ -13,7 +13,7 @@
 
 #include "ops/error.h"
 #include "ops/tensor.h"
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 

@@ -22,7 +22,7 @@
 #include "metrics/trace_request_scope.h"
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_trace.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/scheduler_types.h"
 #include "server/http_metrics.h"
 

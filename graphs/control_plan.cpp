@@ -61,8 +61,8 @@ ControlPlan::ControlPlan(const BoundNode& b, const std::vector<Tensor>& operands
   };
   if (cf.kind == ControlKind::kCond) {
     const std::vector<Tensor> args(operands.begin() + 1, operands.end());
-    first_ = plan(cf.bodies.at("then"), args);
-    second_ = plan(cf.bodies.at("else"), args);
+    then_or_cond_ = plan(cf.bodies.at("then"), args);
+    else_or_body_ = plan(cf.bodies.at("else"), args);
     return;
   }
   OpContext alloc;  // charged to the tenant, host or backend memory as the parent's
@@ -75,14 +75,14 @@ ControlPlan::ControlPlan(const BoundNode& b, const std::vector<Tensor>& operands
     staging_.push_back(alloc.empty(m.dtype, m.shape));
     carry_bytes_ += 2 * static_cast<int64_t>(carries_.back().nbytes());
   }
-  first_ = plan(cf.bodies.at("cond"), carries_);
-  second_ = plan(cf.bodies.at("body"), carries_);
+  then_or_cond_ = plan(cf.bodies.at("cond"), carries_);
+  else_or_body_ = plan(cf.bodies.at("body"), carries_);
 }
 
 ControlPlan::~ControlPlan() = default;
 
 int64_t ControlPlan::bytes() const {
-  int64_t n = carry_bytes_ + first_->extra_bytes() + second_->extra_bytes();
+  int64_t n = carry_bytes_ + then_or_cond_->extra_bytes() + else_or_body_->extra_bytes();
   for (const auto& p : pools_) n += p->reserved();
   return n;
 }
@@ -91,15 +91,15 @@ std::vector<Tensor> ControlPlan::run(const ExecOptions& opts) {
   const ControlFlow& cf = *b_.control;
   if (cf.kind == ControlKind::kCond) {
     const bool pred = *static_cast<const uint8_t*>(operands_[0].data()) != 0;
-    return (pred ? first_ : second_)->run_views(opts);
+    return (pred ? then_or_cond_ : else_or_body_)->run_views(opts);
   }
   for (size_t k = 0; k < carries_.size(); ++k) copy_into(carries_[k], operands_[k]);
   for (int64_t it = 0;; ++it) {
     check_control_running(opts, cf, it, b_.id);
-    const std::vector<Tensor> go = first_->run_views(opts);
+    const std::vector<Tensor> go = then_or_cond_->run_views(opts);
     if (*static_cast<const uint8_t*>(go.at(0).data()) == 0) break;
     if (it >= cf.max_iters) throw_past_max_iters(cf, b_.id);
-    const std::vector<Tensor> out = second_->run_views(opts);
+    const std::vector<Tensor> out = else_or_body_->run_views(opts);
     // A result in (or over) another carry's buffer, say a swap, is staged
     // before any carry is overwritten.
     bool stage = false;

@@ -56,7 +56,8 @@ class ControlPlan {
   std::vector<Tensor> operands_;
   std::vector<Tensor> carries_, staging_;  // while_loop
   std::vector<std::unique_ptr<GraphPool>> pools_;
-  std::unique_ptr<ReplayPlan> first_, second_;  // cond: then, else; while_loop: cond, body
+  // cond: its then and else branches; while_loop: its cond and body.
+  std::unique_ptr<ReplayPlan> then_or_cond_, else_or_body_;
   int64_t carry_bytes_ = 0;
 };
 

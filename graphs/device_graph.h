@@ -11,7 +11,8 @@
 // result, no in-place or stored write; or a cond / while_loop (max_iters >=
 // 1) whose subprograms are capturable in turn, at any depth. Anything else
 // (scan, map, associative_scan, a CPU fallback, an optimizer) replays through
-// execute_program instead (ReplayPlan decides).
+// execute_program instead (ReplayPlan decides; a capture the device refuses
+// falls back to it too).
 //
 // Collectives (API.md 8): an SPMD graph's member on a device captures its
 // dist.* collectives too, on its rank's GPU and stream (GraphService), where
@@ -41,7 +42,8 @@
 // capture itself runs nothing) and then launches. Cancellation and the
 // deadline are checked before the launch: a launched graph runs to its end.
 //
-// Thread-safety: run() under the graph pool's run mutex, as ReplayPlan.
+// Thread-safety: run() one at a time, under its replay plan's pool lease
+// (ReplayPlan::run).
 #pragma once
 
 #include <map>
@@ -51,13 +53,14 @@
 #include <vector>
 
 #include "graphs/compiled_program.h"
+#include "graphs/executable.h"
 #include "graphs/executor.h"
 #include "ops/captured_work.h"
 #include "streams/stream_graph.h"
 
 namespace tensord {
 
-class DeviceGraph {
+class DeviceGraph final : public Executable {
  public:
   // Whether every node of `cp` (and of its subprograms) can be captured on
   // backend `backend` (see above); `collectives`: top-level collectives
@@ -77,7 +80,8 @@ class DeviceGraph {
   // Outputs are fresh host tensors.
   // Captures first when not captured yet, or captured under another group
   // than opts.ctx.group.
-  ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+  ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) override;
+  const CompiledProgram& program() const override { return *cp_; }
   // Captures now (without launching) on opts.ctx.stream, in opts.ctx.group:
   // an SPMD graph's members at capture time, so that a rank whose capture
   // fails fails the capture request. Throws what the capture threw.

@@ -18,8 +18,9 @@ struct BoundNode;
 struct CompiledProgram;
 
 struct ExecOptions {
-  OpContext ctx;  // backend, device, account, pool
-  const std::atomic<bool>* cancelled = nullptr;
+  // Backend, device, account, pool; its `cancelled` is the job's one cancel
+  // flag, polled at node boundaries and by kernels in long loops.
+  OpContext ctx;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // Reads the tenant's stored tensors for ops with state (optimizers);
   // null: such ops see no stored tensors.

@@ -29,6 +29,12 @@ struct ExecResult {
     Tensor from, to;
   };
   std::vector<Relocated> relocated;
+  // An SPMD job's (scheduler/spmd/spmd_executable.h), indexed like
+  // `outputs`: the value of every member this server answers for, in the
+  // group's order, of each output that differs across ranks; empty for a
+  // replicated one (its value is in `outputs`).
+  bool spmd = false;
+  std::vector<std::vector<Tensor>> per_rank;
 };
 
 // Inputs by name must match the compiled input metas (checked).

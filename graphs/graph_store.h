@@ -36,8 +36,9 @@ struct GraphMember {
   std::shared_ptr<ReplayPlan> plan;
   int64_t buffer_bytes = 0;
   // The program captured whole, its collectives included, on the rank's GPU
-  // and stream (GraphService::capture_spmd); a replay launches it. Null:
-  // the member replays through `plan` (the executor's path on a device).
+  // and stream (GraphService::capture_spmd); its plan launches it
+  // (ReplayPlan::launch_on). Null: the member replays through `plan` (the
+  // executor's path on a device).
   std::shared_ptr<DeviceGraph> device_graph;
 
   int64_t bytes() const {

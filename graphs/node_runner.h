@@ -41,7 +41,7 @@ namespace tensord {
 template <class Where>
 void check_running(const ExecOptions& opts, std::chrono::steady_clock::time_point now, const std::string& node,
                    Where&& where) {
-  const bool cancelled = opts.cancelled && opts.cancelled->load(std::memory_order_relaxed);
+  const bool cancelled = opts.ctx.cancelled && opts.ctx.cancelled->load(std::memory_order_relaxed);
   if (cancelled || now > opts.deadline) throw_stopped(cancelled, where(), node);
 }
 

@@ -4,11 +4,14 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <mutex>
 
 #include "graphs/buffer_plan.h"
 #include "graphs/control_plan.h"
+#include "graphs/fallback_executable.h"
 #include "graphs/node_runner.h"
 #include "graphs/pending_store.h"
+#include "graphs/program_executable.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/recorded_block.h"
@@ -56,8 +59,8 @@ std::vector<TensorMeta> result_metas(const CompiledProgram& cp, const BoundNode&
 
 ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map<std::string, Tensor>& input_buffers,
                        GraphPool& pool, Backend* backend, Device device, bool device_graph)
-    : cp_(std::move(cp)) {
-  flat_ = device.type == DeviceType::kCPU;
+    : cp_(std::move(cp)), pool_(&pool) {
+  runs_code_ = device.type == DeviceType::kCPU;
   for (const auto& [name, id] : cp_->inputs) {
     auto it = input_buffers.find(name);
     TENSORD_ASSERT(it != input_buffers.end());
@@ -65,21 +68,35 @@ ReplayPlan::ReplayPlan(std::shared_ptr<const CompiledProgram> cp, const std::map
                    it->second.shape() == cp_->values[static_cast<size_t>(id)].meta.shape);
     inputs_.emplace_back(name, it->second);
   }
-  if (flat_) {
+  if (runs_code_) {
     bind(pool, backend);
-  } else if (device_graph && backend && DeviceGraph::capturable(*cp_, backend->name())) {
-    device_graph_ = std::make_unique<DeviceGraph>(cp_, backend, device, pool.account());
+    return;
   }
+  device_run_ = std::make_shared<ProgramExecutable>(cp_);
+  if (device_graph && backend && DeviceGraph::capturable(*cp_, backend->name())) {
+    device_graph_ = std::make_shared<DeviceGraph>(cp_, backend, device, pool.account());
+    // A capture the device refused (a kernel that allocated, a backend
+    // without capture): the executor's path from then on.
+    const DeviceGraph* dg = device_graph_.get();
+    device_run_ = std::make_shared<FallbackExecutable>(device_graph_, device_run_, [dg](const Error& e) {
+      return !dg->captured() && (e.code() == ErrorCode::kInternal || e.code() == ErrorCode::kUnsupported);
+    });
+  }
+}
+
+void ReplayPlan::launch_on(std::shared_ptr<DeviceGraph> graph) {
+  TENSORD_ASSERT(!runs_code_);
+  device_run_ = std::move(graph);
 }
 
 ReplayPlan::~ReplayPlan() = default;
 
 size_t ReplayPlan::instructions() const {
-  return flat_ ? code_.size() : cp_->nodes.size();
+  return runs_code_ ? code_.size() : cp_->nodes.size();
 }
 
 size_t ReplayPlan::general_instructions() const {
-  if (!flat_) return cp_->nodes.size();
+  if (!runs_code_) return cp_->nodes.size();
   return static_cast<size_t>(std::count_if(code_.begin(), code_.end(), [](const Instruction& i) { return i.general; }));
 }
 
@@ -254,21 +271,12 @@ void ReplayPlan::load_inputs(const std::map<std::string, Tensor>& inputs) {
 }
 
 ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) {
-  if (!flat_) {
-    if (device_graph_ && !device_graph_failed_) {
-      check_inputs(inputs);
-      try {
-        return device_graph_->run(inputs, opts);
-      } catch (const Error& e) {
-        // A capture the device refused (a kernel that allocated, a backend
-        // without capture): the executor's path from now on.
-        if (device_graph_->captured() || (e.code() != ErrorCode::kInternal && e.code() != ErrorCode::kUnsupported)) {
-          throw;
-        }
-        device_graph_failed_ = true;
-      }
-    }
-    return execute_program(*cp_, inputs, opts);
+  std::lock_guard<std::mutex> lease(pool_->run_mutex());
+  if (!runs_code_) {
+    // The device graph copies them in as they are (an SPMD member's were
+    // checked before its job was queued).
+    if (device_graph_) check_inputs(inputs);
+    return device_run_->run(inputs, opts);
   }
   load_inputs(inputs);
   PendingStore pending(opts.stored_read, [this](const Tensor& t) { return is_static(t) ? copy_out(t) : t; });
@@ -286,7 +294,7 @@ ExecResult ReplayPlan::run(const std::map<std::string, Tensor>& inputs, const Ex
 }
 
 std::vector<Tensor> ReplayPlan::run_views(const ExecOptions& opts) {
-  TENSORD_ASSERT(flat_);
+  TENSORD_ASSERT(runs_code_);
   PendingStore pending(opts.stored_read);
   run_code(opts, pending);
   std::vector<Tensor> out;

@@ -33,11 +33,14 @@
 //
 // On a device other than the CPU, a program the device can capture whole
 // replays as a device graph (graphs/device_graph.h: CUDA graphs with IF and
-// WHILE nodes); any other runs execute_program, its nodes placed as for
-// /v1/run (graphs/device_placement.h).
+// WHILE nodes) that falls back to the executor where the device refuses
+// the capture (graphs/fallback_executable.h); any other runs
+// execute_program, its nodes placed as for /v1/run
+// (graphs/device_placement.h).
 //
-// Thread-safety: run() only under the pool's run mutex (one replay at a time
-// per pool); everything else is immutable after construction.
+// Thread-safety: run() takes the pool's run mutex (graphs sharing a pool
+// share its buffers: one replay at a time); everything else is immutable
+// after construction (launch_on: before the graph serves).
 #pragma once
 
 #include <atomic>
@@ -50,6 +53,7 @@
 
 #include "graphs/compiled_program.h"
 #include "graphs/device_graph.h"
+#include "graphs/executable.h"
 #include "graphs/executor.h"
 #include "graphs/graph_pool.h"
 
@@ -58,7 +62,7 @@ namespace tensord {
 struct BlockRecorder;
 class PendingStore;
 
-class ReplayPlan {
+class ReplayPlan final : public Executable {
  public:
   // Binds `cp` to `input_buffers` (one per program input, as captured) and
   // to chunks of `pool`. Throws unsupported when `backend` has no kernel
@@ -74,20 +78,25 @@ class ReplayPlan {
   // Runs the instructions once. `inputs` by name: the static input buffers
   // themselves, or tensors of the captured dtype and shape (copied in;
   // another shape or dtype is conflict, a missing input bad_request).
-  // Outputs and stored writes are fresh tensors. Caller holds the pool's
-  // run mutex.
-  ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts);
+  // Outputs and stored writes are fresh tensors. Holds the pool's run
+  // mutex while it runs.
+  ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) override;
   // Runs over the current contents of the input buffers and returns the
   // outputs as views of the static buffers (valid until the next run of
   // any plan in the pool), for a subprogram plan (graphs/control_plan.h),
-  // which writes no stored tensor. CPU plans only.
+  // which writes no stored tensor. CPU plans only; inside the run of the
+  // plan that holds it (the pool's run mutex held).
   std::vector<Tensor> run_views(const ExecOptions& opts);
+  // An SPMD graph's member on a device: replays launch `graph`, captured on
+  // the rank's GPU with its collectives (GraphService::capture_on_ranks),
+  // instead of the executor. Before the graph serves.
+  void launch_on(std::shared_ptr<DeviceGraph> graph);
   // What run() checks first, for a caller that answers before it queues
   // the replay: an unknown or missing input is bad_request, another shape or
   // dtype than captured conflict, a tensor off the host unsupported.
   void check_inputs(const std::map<std::string, Tensor>& inputs) const;
 
-  const CompiledProgram& program() const { return *cp_; }
+  const CompiledProgram& program() const override { return *cp_; }
   const std::shared_ptr<const CompiledProgram>& shared_program() const { return cp_; }
   size_t instructions() const;
   // Instructions on the general path (control flow, in-place ops).
@@ -118,7 +127,9 @@ class ReplayPlan {
   Tensor copy_out(const Tensor& t) const;
 
   std::shared_ptr<const CompiledProgram> cp_;
-  bool flat_ = false;  // false: run() is execute_program (not a CPU device)
+  // On the CPU: run() runs the instruction list (code_); elsewhere
+  // device_run_.
+  bool runs_code_ = false;
   std::vector<Instruction> code_;
   std::vector<Tensor> values_;  // per value id: its static tensor (input buffer, constant, pool view)
   std::vector<std::pair<std::string, Tensor>> inputs_;              // name -> static input buffer
@@ -126,8 +137,11 @@ class ReplayPlan {
   std::vector<std::pair<const char*, const char*>> static_ranges_;  // sorted: bytes of every static value
   size_t n_buffers_ = 0;
   std::atomic<int64_t> slot_copies_{0};
-  std::unique_ptr<DeviceGraph> device_graph_;
-  bool device_graph_failed_ = false;  // its capture failed: execute_program from then on
+  GraphPool* pool_;  // outlives the plan (its graph holds both)
+  std::shared_ptr<DeviceGraph> device_graph_;
+  // Off the CPU: what run() runs (the device graph falling back to the
+  // executor, or the executor).
+  std::shared_ptr<Executable> device_run_;
 };
 
 }  // namespace tensord

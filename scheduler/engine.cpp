@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <random>
 #include <set>
 
 #include "graphs/compiled_program.h"
 #include "graphs/executor.h"
+#include "graphs/program_executable.h"
 #include "graphs/graph_pool.h"
 #include "graphs/graph_store.h"
 #include "graphs/replay_plan.h"
@@ -21,7 +21,8 @@
 #include "scheduler/running_jobs.h"
 #include "scheduler/spmd_peers.h"
 #include "scheduler/spmd_plan.h"
-#include "scheduler/spmd_run.h"
+#include "scheduler/spmd/spmd_executable.h"
+#include "scheduler/spmd/spmd_keys.h"
 #include "scheduler/engine_work.h"
 #include "streams/stream_pool.h"
 
@@ -78,10 +79,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
   }
   ranks_ = std::make_unique<RankWorkers>(std::move(ro));
   on_collective_timeout_ = opts.on_collective_timeout;
-  // Keys of this server's groups in a shared store must not meet those of
-  // an earlier run of it (a Redis store outlives the process).
-  boot_id_ =
-      std::random_device{}() ^ static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  keys_ = std::make_unique<SpmdKeys>();
   if (metrics_->enabled()) {
     busy_ticker_ = std::thread([this, m] {
       std::unique_lock<std::mutex> lk(ticker_mu_);
@@ -160,11 +158,14 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   for (const auto& [name, t] : spec.inputs) input_metas[name] = t.meta();
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
   if (spec.spmd) {
-    w->spmd = std::make_shared<const SpmdPlan>(plan_spmd(spec, stored_lookup, ranks_->world()));
+    auto plan = std::make_shared<const SpmdPlan>(plan_spmd(spec, stored_lookup, ranks_->world()));
+    w->spec = std::move(spec);
+    w->exec = spmd_executable(std::move(plan), w->spec, nullptr);
   } else {
-    w->cp = compile_program(spec.program, input_metas, stored_lookup);
+    w->exec = std::make_shared<ProgramExecutable>(
+        std::make_shared<const CompiledProgram>(compile_program(spec.program, input_metas, stored_lookup)));
+    w->spec = std::move(spec);
   }
-  w->spec = std::move(spec);
   return enqueue(tenant, w);
 }
 
@@ -235,176 +236,69 @@ std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_p
   return w->job;
 }
 
+namespace {
+
+// The job's op launches, summed per op and committed to the metrics in one
+// go: at the end, or every kOpsPerCommit nodes so a long loop shows up live.
+class OpTally {
+ public:
+  explicit OpTally(EngineMetrics& m) : m_(m), on_(m.enabled()) {}
+  void add(const std::string& op, double seconds, std::string_view ran_on) {
+    if (!on_) return;
+    batch_.add(op, seconds, ran_on);  // the backend whose kernel ran (a CPU fallback is "cpu")
+    if (++uncommitted_ == kOpsPerCommit) flush();
+  }
+  void flush() {
+    m_.ops_ran(batch_);
+    uncommitted_ = 0;
+  }
+
+ private:
+  static constexpr int kOpsPerCommit = 4096;
+  EngineMetrics& m_;
+  const bool on_;
+  OpMetrics::Batch batch_;
+  int uncommitted_ = 0;
+};
+
+}  // namespace
+
+// Start, bind, run, sync, commit, finish; the work itself is the
+// executable's (graphs/executable.h).
 void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc) {
   Work& w = *wp;
   Job& job = *w.job;
-  Tenant& tenant = *w.tenant;
   if (!job.start()) return;  // ended while queued
   running_->add(w.job, RunningJobs::Clock::now());
   const StreamPool* sp = streams_.count(pc.partition) ? streams_.at(pc.partition).get() : nullptr;
   const int stream_index = sp ? pc.runner % sp->size() : 0;
   engine_trace::job_started(job, w.spec.graph_id, stream_index);
-  // The job's op launches, summed per op and committed in one go (at the
-  // end, or every kOpsPerCommit nodes so a long loop shows up live).
-  constexpr int kOpsPerCommit = 4096;
-  OpMetrics::Batch ops;
-  int uncommitted = 0;
-  const bool op_metrics = metrics_->enabled();
+  OpTally ops(*metrics_);
   JobResult r;
   std::optional<Error> failure;
   try {
     if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled while queued");
-    {
-      ExecOptions eo;
-      eo.ctx.backend = backend_.get();
-      eo.ctx.device = devices_.empty() ? Device{} : devices_[0].device;
-      eo.ctx.account = tenant.account;
-      eo.ctx.pool = pc.pool;
-      if (sp) eo.ctx.stream = sp->streams()[static_cast<size_t>(stream_index)];
-      eo.ctx.cancelled = &job.cancel_flag();
-      eo.cancelled = &job.cancel_flag();
-      // The scheduler's clock may be a test clock: convert its deadline to
-      // steady_clock for the executor's node-boundary checks.
-      if (pc.deadline != Clock::time_point::max()) {
-        eo.deadline =
-            std::chrono::steady_clock::now() +
-            std::chrono::duration_cast<std::chrono::steady_clock::duration>(pc.deadline - scheduler_->clock().now());
-      }
-      eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
-      eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s,
-                       std::chrono::steady_clock::time_point end, std::string_view ran_on) {
-        if (op_metrics) {
-          ops.add(b.op->name, s, ran_on);  // the backend whose kernel ran (a CPU fallback is "cpu")
-          if (++uncommitted == kOpsPerCommit) {
-            metrics_->ops_ran(ops);
-            uncommitted = 0;
-          }
-        }
-        engine_trace::op_ran(w.program(), cp, b, s, end);
-      };
-      // The job's stream orders its memory and host copies (a device's); the
-      // values below are released while it is bound.
-      ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
-      if (w.task) {
-        w.task(eo);
-        if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
-        r.id = job.id();
-        r.partition = job.partition();
-        r.backend = std::string(backend_->name());
-      } else {
-        ExecResult er;
-        std::vector<ExecResult> members;  // an SPMD job's, in its group's order
-        std::vector<size_t> shown;        // its members whose values this server answers with
-        if (w.spmd) {
-          static const SpmdRequest kGraphReplay;  // a replay of an SPMD graph may say no "ranks"
-          const SpmdRequest& sr = w.spec.spmd ? *w.spec.spmd : kGraphReplay;
-          SpmdRun run;
-          run.plan = w.spmd.get();
-          run.spec = &w.spec;
-          run.peers = peers_;
-          run.part = sr.part_members;
-          run.key = sr.part_key.empty() ? spmd_key(w.spmd->group, false) : sr.part_key;
-          run.places = rank_places_;
-          if (w.spmd_graph) {
-            // Each member's replay plan on its rank (its own pool: the ranks
-            // run at once; the first member's gate admits one replay).
-            run.run_member = [&w](size_t i, const ExecOptions& o) {
-              const GraphMember& m = w.spmd_graph->members[i];
-              std::lock_guard<std::mutex> lk(m.pool->run_mutex());
-              // Captured on the rank's GPU, collectives included; else the executor.
-              if (m.device_graph) return m.device_graph->run(w.spmd->inputs[i], o);
-              return m.plan->run(w.spmd->inputs[i], o);
-            };
-          }
-          std::vector<bool> ran;
-          try {
-            members = run_spmd(run, *ranks_, eo, job.cancel_flag(), ran);
-          } catch (const Error& e) {
-            if (sr.part_key.empty()) spmd_key(w.spmd->group, true);  // the next job meets in a fresh group
-            if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
-            throw;
-          } catch (...) {
-            if (sr.part_key.empty()) spmd_key(w.spmd->group, true);
-            throw;
-          }
-          // Stored writes are replicated (plan_spmd checked): each server
-          // commits those of its first member to its own store.
-          size_t first = 0;
-          while (first < ran.size() && !(ran[first] && ranks_->is_local(w.spmd->ranks[first]))) ++first;
-          if (first == ran.size()) throw Error(ErrorCode::kInternal, "no member of the group ran on this server");
-          er = members[first];
-          if (!rank_places_.empty() &&
-              rank_places_.at(static_cast<size_t>(w.spmd->ranks[first] - ranks_->offset())).device != eo.ctx.device) {
-            // That member ran on another GPU than the tenant's store lives on:
-            // its stored writes move to the store's device, and the stored
-            // tensors it copied to its GPU stay where they were.
-            for (auto& [name, t] : er.stored_writes) t = t.to_device(backend_.get(), eo.ctx.device, tenant.account);
-            er.relocated.clear();
-          }
-          for (size_t i = 0; i < ran.size(); ++i) {
-            if (sr.part_members.empty()
-                    ? ran[i]
-                    : std::find(sr.part_members.begin(), sr.part_members.end(), i) != sr.part_members.end()) {
-              shown.push_back(i);
-            }
-          }
-        } else if (w.plan) {
-          // Graphs sharing a pool share its buffers: one replay at a time.
-          std::lock_guard<std::mutex> lk(w.pool->run_mutex());
-          er = w.plan->run(w.spec.inputs, eo);
-        } else {
-          er = execute_program(w.program(), w.spec.inputs, eo);
-        }
-        // A device's kernels run asynchronously on the job's stream: done
-        // before their results are committed, returned or read by other jobs.
-        if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
-
-        // Commit: stored outputs and in-place writes, all or nothing.
-        std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
-        std::set<std::string> written;
-        for (const auto& wr : writes) written.insert(wr.first);
-        for (const auto& [name, stored_name] : w.spec.store) {
-          if (written.count(stored_name)) {
-            throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
-          }
-          for (const auto& [o, t] : er.outputs) {
-            if (o == name) {
-              writes.emplace_back(stored_name, t);
-              break;
-            }
-          }
-        }
-        if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
-        tenant.store.commit(std::move(writes));
-        // Stored tensors the job copied to the device live there from now on
-        // (where they are still the same tensor): the next job reads them
-        // without a copy, as a torch user keeps tensors on the GPU.
-        for (auto& rl : er.relocated) tenant.store.relocate(rl.name, rl.from, std::move(rl.to));
-
-        r.id = job.id();
-        r.partition = job.partition();
-        r.program_sha256 = w.spec.program_sha256;
-        r.backend = std::string(backend_->name());
-        r.libraries = libraries_;
-        r.plan_peak_bytes = w.program().peak_bytes;
-        r.spmd = w.spmd != nullptr;
-        for (const auto& name : w.returns) {
-          for (size_t k = 0; k < er.outputs.size(); ++k) {
-            if (er.outputs[k].first != name) continue;
-            r.outputs.emplace_back(name, er.outputs[k].second.to_host());  // a device result is copied out
-            if (r.spmd) {
-              std::vector<Tensor> each;
-              if (!w.spmd->is_replicated_output(name)) {
-                for (size_t i : shown) each.push_back(members[i].outputs[k].second.to_host());
-              }
-              r.per_rank.push_back(std::move(each));
-            }
-            break;  // listed twice: returned once
-          }
-        }
-      }
-    }  // the executor's values are released here, before anyone is woken
-  } catch (const Error& e) {
+    ExecOptions eo = bind(w, pc, sp, stream_index);
+    eo.on_node = [&](const CompiledProgram& cp, const BoundNode& b, double s, std::chrono::steady_clock::time_point end,
+                     std::string_view ran_on) {
+      ops.add(b.op->name, s, ran_on);
+      engine_trace::op_ran(w.program(), cp, b, s, end);
+    };
+    // The job's stream orders its memory and host copies (a device's); the
+    // values below are released while it is bound.
+    ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
+    ExecResult er = w.exec->run(w.spec.inputs, eo);
+    // A device's kernels run asynchronously on the job's stream: done
+    // before their results are committed, returned or read by other jobs.
+    if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);
+    if (w.exec->commits()) {
+      r = commit(w, std::move(er));
+    } else {
+      r.id = job.id();
+      r.partition = job.partition();
+      r.backend = std::string(backend_->name());
+    }
+  } catch (const Error& e) {  // the executor's values were released above, before anyone is woken
     failure = e;
     // Cancelled by a drain (or anyone naming a reason): end with that error.
     if (e.code() == ErrorCode::kCancelled) {
@@ -415,26 +309,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   } catch (const std::exception& e) {
     failure = Error(ErrorCode::kInternal, e.what());
   }
-  // So are the inputs and the program's snapshots of stored tensors, however
-  // the job went: once the caller wakes, the tenant's memory shows only what
-  // it keeps. Inputs charged to no one (views of the request body) are
-  // released after the caller is woken: freeing a large body unmaps its
-  // pages (~4 ms for a 64 MiB body on the 2-core machine, bench/README.md
-  // "optim"), which is no part of the job's work nor of its tenant's memory.
   std::vector<Tensor> uncharged_inputs;
-  for (auto& [name, t] : w.spec.inputs) {
-    if (t.storage() && !t.storage()->account()) uncharged_inputs.push_back(std::move(t));
-  }
-  w.spec.inputs.clear();
-  w.spec.body_charge.reset();  // the body's bytes are the inputs' (or were)
-  w.cp = CompiledProgram{};
-  w.shared_cp.reset();
-  w.plan.reset();
-  w.spmd.reset();
-  w.spmd_graph.reset();
-  w.task = nullptr;
-  metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
-  metrics_->ops_ran(ops);
+  release(w, uncharged_inputs);
+  ops.flush();
   metrics_->tenant_busy(job.tenant(), job.partition(), running_->remove(job, RunningJobs::Clock::now()));
   // Ending the job records it (record_end), then wakes its caller.
   if (failure) {
@@ -444,6 +321,102 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
   }
   // Nothing of the tenant's from here on: it may be gone once the job's
   // caller is woken. (uncharged_inputs, the tenant's no longer, go here.)
+}
+
+ExecOptions Engine::bind(Work& w, const PartitionContext& pc, const StreamPool* sp, int stream_index) {
+  Tenant& tenant = *w.tenant;
+  ExecOptions eo;
+  eo.ctx.backend = backend_.get();
+  eo.ctx.device = devices_.empty() ? Device{} : devices_[0].device;
+  eo.ctx.account = tenant.account;
+  eo.ctx.pool = pc.pool;
+  if (sp) eo.ctx.stream = sp->streams()[static_cast<size_t>(stream_index)];
+  eo.ctx.cancelled = &w.job->cancel_flag();
+  // The scheduler's clock may be a test clock: convert its deadline to
+  // steady_clock for the executor's node-boundary checks.
+  if (pc.deadline != Clock::time_point::max()) {
+    eo.deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                         pc.deadline - scheduler_->clock().now());
+  }
+  eo.stored_read = [&tenant](const std::string& n) { return tenant.store.get(n); };
+  return eo;
+}
+
+JobResult Engine::commit(Work& w, ExecResult er) {
+  Job& job = *w.job;
+  Tenant& tenant = *w.tenant;
+  // Stored outputs and in-place writes, all or nothing.
+  std::vector<std::pair<std::string, Tensor>> writes = std::move(er.stored_writes);
+  std::set<std::string> written;
+  for (const auto& wr : writes) written.insert(wr.first);
+  for (const auto& [name, stored_name] : w.spec.store) {
+    if (written.count(stored_name)) {
+      throw Error(ErrorCode::kBadRequest, "stored tensor '" + stored_name + "' is written twice");
+    }
+    for (const auto& [o, t] : er.outputs) {
+      if (o == name) {
+        writes.emplace_back(stored_name, t);
+        break;
+      }
+    }
+  }
+  if (job.cancel_flag().load()) throw Error(ErrorCode::kCancelled, "job cancelled");
+  tenant.store.commit(std::move(writes));
+  // Stored tensors the job copied to the device live there from now on
+  // (where they are still the same tensor): the next job reads them
+  // without a copy, as a torch user keeps tensors on the GPU.
+  for (auto& rl : er.relocated) tenant.store.relocate(rl.name, rl.from, std::move(rl.to));
+
+  JobResult r;
+  r.id = job.id();
+  r.partition = job.partition();
+  r.program_sha256 = w.spec.program_sha256;
+  r.backend = std::string(backend_->name());
+  r.libraries = libraries_;
+  r.plan_peak_bytes = w.program().peak_bytes;
+  r.spmd = er.spmd;
+  for (const auto& name : w.returns) {
+    for (size_t k = 0; k < er.outputs.size(); ++k) {
+      if (er.outputs[k].first != name) continue;
+      r.outputs.emplace_back(name, er.outputs[k].second.to_host());  // a device result is copied out
+      if (r.spmd) {
+        std::vector<Tensor> each;
+        for (const Tensor& t : er.per_rank[k]) each.push_back(t.to_host());
+        r.per_rank.push_back(std::move(each));
+      }
+      break;  // listed twice: returned once
+    }
+  }
+  return r;
+}
+
+void Engine::release(Work& w, std::vector<Tensor>& uncharged_inputs) {
+  // The inputs and the program's snapshots of stored tensors go, however
+  // the job went: once the caller wakes, the tenant's memory shows only
+  // what it keeps. Inputs charged to no one (views of the request body) go
+  // to `uncharged_inputs`, released after the caller is woken: freeing a
+  // large body unmaps its pages (~4 ms for a 64 MiB body on the 2-core
+  // machine, bench/README.md "optim"), which is no part of the job's work
+  // nor of its tenant's memory.
+  for (auto& [name, t] : w.spec.inputs) {
+    if (t.storage() && !t.storage()->account()) uncharged_inputs.push_back(std::move(t));
+  }
+  w.spec.inputs.clear();
+  w.spec.body_charge.reset();  // the body's bytes are the inputs' (or were)
+  w.exec.reset();
+  const Tenant& tenant = *w.tenant;
+  metrics_->tenant_memory(tenant.name, tenant.account->used(), tenant.account->limit());
+}
+
+std::shared_ptr<Executable> Engine::spmd_executable(std::shared_ptr<const SpmdPlan> plan, const JobSpec& spec,
+                                                    std::function<ExecResult(size_t, const ExecOptions&)> member) {
+  SpmdSite site;
+  site.workers = ranks_.get();
+  site.peers = peers_;
+  site.places = rank_places_;
+  site.keys = keys_.get();
+  site.on_collective_timeout = on_collective_timeout_;
+  return std::make_shared<SpmdExecutable>(std::move(plan), spec, std::move(site), std::move(member));
 }
 
 void Engine::record_end(const Job& job) {
@@ -487,13 +460,6 @@ void Engine::record_tenant_memory(const Tenant& tenant) {
 
 void Engine::set_spmd_peers(std::shared_ptr<SpmdPeers> peers) {
   peers_ = std::move(peers);
-}
-
-std::string Engine::spmd_key(const std::string& group, bool replace) {
-  std::lock_guard lk(key_mu_);
-  uint64_t& gen = key_gen_[group];
-  if (replace) ++gen;
-  return group + "#" + std::to_string(boot_id_) + "." + std::to_string(gen);
 }
 
 }  // namespace tensord

@@ -21,8 +21,8 @@
 #include "ops/dist/group_factory.h"
 #include "scheduler/clock.h"
 #include "scheduler/config.h"
+#include "scheduler/job_spec.h"
 #include "scheduler/job.h"
-#include "scheduler/job_handle.h"
 #include "scheduler/scheduler_types.h"
 #include "scheduler/tenant.h"
 
@@ -43,8 +43,12 @@ class RankWorkers;
 class CollectiveMetrics;
 class SpmdPeers;
 struct SpmdGraph;
+struct SpmdPlan;
 struct ExecOptions;
+struct ExecResult;
 struct RankPlace;
+class Executable;
+class SpmdKeys;
 
 struct EngineOptions {
   std::shared_ptr<Clock> clock = std::make_shared<SteadyClock>();
@@ -168,6 +172,15 @@ class Engine {
  private:
   struct Work;
   void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
+  // execute's steps: the job's options on its runner; the commit of a run
+  // that succeeded (stored writes all or nothing, the answer's outputs);
+  // what the job held, released before its caller is woken.
+  ExecOptions bind(Work& w, const PartitionContext& pc, const StreamPool* sp, int stream_index);
+  JobResult commit(Work& w, ExecResult er);
+  void release(Work& w, std::vector<Tensor>& uncharged_inputs);
+  // An SPMD job's executable over `plan` (`spec`: the job's, in its Work).
+  std::shared_ptr<Executable> spmd_executable(std::shared_ptr<const SpmdPlan> plan, const JobSpec& spec,
+                                              std::function<ExecResult(size_t, const ExecOptions&)> member);
   std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w);  // prepare + submit_prepared
   // Checks store/return names, picks the returned outputs, sets the
   // deadline and creates the job (not queued yet).
@@ -202,12 +215,7 @@ class Engine {
   std::vector<RankPlace> rank_places_;
   std::shared_ptr<SpmdPeers> peers_;
   std::function<void()> on_collective_timeout_;
-  // Where a group's members meet: "<group>#<boot id>.<generation>", a new
-  // generation after a job failed in it (`replace`).
-  std::string spmd_key(const std::string& group, bool replace);
-  std::mutex key_mu_;
-  std::map<std::string, uint64_t> key_gen_;
-  uint64_t boot_id_ = 0;
+  std::unique_ptr<SpmdKeys> keys_;  // where a group's members meet
 };
 
 }  // namespace tensord

@@ -3,13 +3,16 @@
 // time) and tasks (a graph's capture, run as a job: GraphService).
 #include <utility>
 
+#include "graphs/graph_store.h"
+#include "graphs/replay_plan.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/engine_metrics.h"
 #include "scheduler/engine_work.h"
 #include "scheduler/rank_workers.h"
 #include "scheduler/spmd_plan.h"
-#include "scheduler/spmd_run.h"
+#include "scheduler/spmd/spmd_executable.h"
+#include "scheduler/task_executable.h"
 
 namespace tensord {
 
@@ -19,7 +22,7 @@ std::shared_ptr<Job> Engine::run_task_async(Tenant& tenant, const std::string& r
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
   w->spec.request_id = request_id;
-  w->task = std::move(task);
+  w->exec = std::make_shared<TaskExecutable>(std::move(task));
   w->job =
       std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition, request_id);
   std::shared_ptr<Job> job = submit_prepared(tenant, w);
@@ -38,9 +41,8 @@ std::shared_ptr<Job> Engine::replay_async(Tenant& tenant, std::shared_ptr<Replay
   }
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
-  w->shared_cp = plan->shared_program();
-  w->plan = std::move(plan);
-  w->pool = std::move(pool);
+  w->exec = std::move(plan);  // it takes its pool's lease as it runs
+  w->gate_pool = std::move(pool);
   w->spec = std::move(spec);
   return admit_replay(tenant, w, std::move(done));
 }
@@ -60,12 +62,18 @@ std::shared_ptr<Job> Engine::replay_spmd_async(Tenant& tenant, std::shared_ptr<c
       throw Error(e.code(), "rank " + std::to_string(graph->ranks[i]) + ": " + e.message(), e.node());
     }
   }
-  w->spmd = std::move(plan);
-  w->pool = graph->members[0].pool;
-  w->spmd_graph = std::move(graph);
+  w->gate_pool = graph->members[0].pool;
   spec.inputs.clear();  // split into the plan's
   if (spec.spmd) spec.spmd->inputs.clear();
   w->spec = std::move(spec);
+  // Each member's replay plan on its rank (its own pool: the ranks run at
+  // once; the first member's gate admits one replay). A member captured on
+  // its rank's GPU launches its device graph (ReplayPlan::launch_on).
+  const SpmdPlan* p = plan.get();
+  auto member = [graph = std::move(graph), p](size_t i, const ExecOptions& o) {
+    return graph->members[i].plan->run(p->inputs[i], o);
+  };
+  w->exec = spmd_executable(std::move(plan), w->spec, std::move(member));
   return admit_replay(tenant, w, std::move(done));
 }
 
@@ -83,19 +91,19 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
     } catch (...) {
       // The caller's answer failed: the gate must open all the same.
     }
-    if (w->admitted.exchange(false)) w->pool->gate().release();
+    if (w->admitted.exchange(false)) w->gate_pool->gate().release();
   });
   // One replay of the pool at a time: the others wait at its gate, not on
   // a runner. A waiting replay is queued when the admitted one ends (on
   // that thread); refused then (shutdown, queue full), it fails with the
   // error, which answers its request.
   Tenant* t = &tenant;
-  const bool now = w->pool->gate().enter([this, t, w] {
+  const bool now = w->gate_pool->gate().enter([this, t, w] {
     w->admitted.store(true);
     if (is_final(w->job->state())) {
       // Cancelled while it waited: its on_end ran, or runs now, and
       // whichever of the two takes `admitted` back opens the gate.
-      if (w->admitted.exchange(false)) w->pool->gate().release();
+      if (w->admitted.exchange(false)) w->gate_pool->gate().release();
       return;
     }
     try {
@@ -112,7 +120,7 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
       submit_prepared(tenant, w);
     } catch (...) {
       w->admitted.store(false);
-      w->pool->gate().release();
+      w->gate_pool->gate().release();
       throw;
     }
   }
@@ -121,33 +129,16 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
 
 void Engine::run_on_ranks(const std::vector<int>& ranks, const std::string& group, const ExecOptions& base,
                           const std::function<void(size_t, const ExecOptions&)>& part) {
-  SpmdPlan plan;
-  plan.ranks = ranks;
-  plan.group = group;
-  plan.inputs.resize(ranks.size());
+  auto plan = std::make_shared<SpmdPlan>();
+  plan->ranks = ranks;
+  plan->group = group;
+  plan->inputs.resize(ranks.size());
   static const JobSpec kNoSpec;  // every member is local: nothing is forwarded
-  SpmdRun run;
-  run.plan = &plan;
-  run.spec = &kNoSpec;
-  run.key = spmd_key(group, false);
-  run.places = rank_places_;
-  run.run_member = [&part](size_t i, const ExecOptions& o) {
+  auto member = [&part](size_t i, const ExecOptions& o) {
     part(i, o);
     return ExecResult{};
   };
-  static const std::atomic<bool> kNotCancelled{false};
-  const std::atomic<bool>& cancelled = base.cancelled ? *base.cancelled : kNotCancelled;
-  std::vector<bool> ran;
-  try {
-    run_spmd(run, *ranks_, base, cancelled, ran);
-  } catch (const Error& e) {
-    spmd_key(group, true);  // the next job meets in a fresh group
-    if (e.code() == ErrorCode::kDeadlineExceeded && on_collective_timeout_) on_collective_timeout_();
-    throw;
-  } catch (...) {
-    spmd_key(group, true);
-    throw;
-  }
+  spmd_executable(std::move(plan), kNoSpec, member)->run({}, base);
 }
 
 void Engine::record_graph_capture(const Tenant& tenant, int live_graphs_delta) {

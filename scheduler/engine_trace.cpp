@@ -11,7 +11,7 @@
 #include "metrics/trace_buffer.h"
 #include "metrics/trace_request_scope.h"
 #include "ops/dtype.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord::engine_trace {
 namespace {

@@ -8,7 +8,7 @@
 #include "ops/dist/process_group.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/rank_workers.h"
 #include "scheduler/spmd_plan.h"
 #include "scheduler/tenant.h"
@@ -103,7 +103,10 @@ void GraphService::capture_on_ranks(Tenant& tenant, SpmdGraph& sg, const ExecOpt
   for (size_t i = 0; i < graphs.size(); ++i) {
     if (!graphs[i]) return;  // not captured on every rank: none replays captured
   }
-  for (size_t i = 0; i < graphs.size(); ++i) sg.members[i].device_graph = std::move(graphs[i]);
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    sg.members[i].plan->launch_on(graphs[i]);
+    sg.members[i].device_graph = std::move(graphs[i]);
+  }
 }
 
 std::shared_ptr<Job> GraphService::replay_async(Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "graphs/graph_store.h"
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 #include "scheduler/model_metrics.h"
 
 namespace tensord {

@@ -1,88 +1,115 @@
-// Typed job request and result: what api/ parses a /v1/run body into. No JSON.
+// A submitted job: its state machine (queued -> running -> succeeded |
+// failed | cancelled), result or error, and cancellation flag. Shared by the
+// engine (which drives it), the job table (which keeps it for GET
+// /v1/jobs/{id}) and waiters. Thread-safe.
 #pragma once
 
 #include <atomic>
-#include <cstdint>
-#include <map>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
+#include <string_view>
 
-#include "graphs/program.h"
-#include "ops/tensor.h"
+#include "ops/error.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 
-// An SPMD request's ranks and per-rank inputs (API.md 8).
-struct SpmdInput {
-  std::vector<Tensor> per_rank;  // {"per_rank": [...]}: one per rank of the group, in its order
-  Tensor shard;                  // {"shard": t, "dim": d}: split as torch.tensor_split
-  int64_t dim = 0;
-};
-struct SpmdRequest {
-  int count = 0;           // "ranks": R (the whole world, which must have R ranks)
-  std::vector<int> ranks;  // "ranks": [r0, r1, ...] (a subgroup, in that order)
-  std::map<std::string, SpmdInput> inputs;
-  // A part forwarded by the world's coordinator ("spmd_part"): this
-  // server runs these members of the group (indices into it), which meet
-  // under `part_key`. Empty: the whole request (this server coordinates).
-  std::vector<size_t> part_members;
-  std::string part_key;
-};
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+std::string_view job_state_name(JobState s);
+inline bool is_final(JobState s) {
+  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
+}
 
-struct JobSpec {
-  Program program;
-  std::string program_sha256;  // of the program as sent
-  std::map<std::string, Tensor> inputs;
-  std::map<std::string, std::string> store;  // output name -> stored name
-  std::optional<std::vector<std::string>> return_names;
-  int64_t deadline_ms = 0;  // 0: none
-  int priority = 0;
-  std::string graph_id;    // set for a captured graph's replay: trace spans carry it
-  std::string request_id;  // the request that submitted it (the job's log line)
-  // Set when the request says "ranks" (API.md 8): the program runs SPMD on
-  // those ranks; `inputs` are then the replicated ones.
-  std::optional<SpmdRequest> spmd;
-  // The program as JSON and the caller's Authorization header: what a
-  // coordinator forwards to the servers holding the group's other ranks.
-  std::string program_json;
-  std::string authorization;
-  // What the tenant was charged for the request's body as it arrived
-  // (HttpRequest::body_charge): held while the job holds its inputs, then
-  // released with them (Engine::execute), or with the job if it never runs.
-  std::shared_ptr<void> body_charge;
-};
+class Job {
+ public:
+  using Clock = std::chrono::steady_clock;
 
-struct JobResult {
-  std::string id;
-  std::vector<std::pair<std::string, Tensor>> outputs;  // the returned ones
-  double queue_ms = 0;
-  double run_ms = 0;
-  std::string partition;
-  std::string program_sha256;
-  std::string backend;
-  std::map<std::string, std::string> libraries;
-  int64_t plan_peak_bytes = 0;
-  // An SPMD job's outputs (indexed like `outputs`): every rank's value of
-  // an output that differs across ranks, in the group's order; empty for a
-  // replicated one (its value is in `outputs`). Empty for other jobs.
-  bool spmd = false;
-  std::vector<std::vector<Tensor>> per_rank;
-};
+  Job(std::string id, std::string tenant, std::string partition, std::string request_id = {})
+      : id_(std::move(id)),
+        tenant_(std::move(tenant)),
+        partition_(std::move(partition)),
+        request_id_(std::move(request_id)),
+        created_(Clock::now()) {}
 
-// POST /v1/graphs (API.md 4.3): what api/ parses a capture body into.
-struct GraphCaptureRequest {
-  Program program;
-  std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
-  std::string pool;                          // share the pool of this graph; empty: a new pool
-  std::string name;                          // optional model name (API.md 11); empty: none
-  // "ranks": R or [r0, r1, ...] (API.md 8): an SPMD graph (count or ranks
-  // set; no inputs). Inputs whose shapes differ across ranks are declared
-  // {"per_rank": [{dtype, shape}, ...]}, one per rank of the group, in its
-  // order; they are in `per_rank`, not in `inputs`.
-  std::optional<SpmdRequest> spmd;
-  std::map<std::string, std::vector<TensorMeta>> per_rank;
+  const std::string& id() const { return id_; }
+  const std::string& request_id() const { return request_id_; }  // the submitting request's (may be empty)
+  const std::string& tenant() const { return tenant_; }
+  const std::string& partition() const { return partition_; }
+  Clock::time_point created() const { return created_; }
+
+  JobState state() const;
+  // The state a client is shown (GET /v1/jobs/{id}): a job that has ended
+  // but whose end is still being recorded (on_final: metrics, the trace's
+  // run span) reads as running, so a client that sees it ended finds it
+  // in /metrics and /v1/trace.
+  JobState observed_state() const;
+  // queued -> running; false if the job already ended (cancelled while queued).
+  bool start();
+  void succeed(JobResult r);
+  // Ends the job with `e`: state cancelled for kCancelled, else failed.
+  // No-op when the job already ended.
+  void fail(const Error& e);
+
+  // Blocks until the job ends; returns the final state.
+  JobState wait() const;
+  // Requests cancellation; a job still queued ends at once as cancelled
+  // (through the canceller, which removes it from its queue).
+  void cancel(const std::string& why);
+  // Calls `f` once when the job ends, on the thread that ends it (a runner,
+  // or a canceller), after waiters are woken; at once, on the caller's
+  // thread, when it already has. One callback per job (an async request's
+  // reply); a second replaces the first if it has not run.
+  void on_end(std::function<void()> f);
+  // Calls `f` once at the job's end, on the thread that ends it, before
+  // waiters wake and before on_end: the engine records the job's metrics
+  // and trace there, so whoever the end answers sees them. Set by the
+  // engine before the job can end (null clears it).
+  void set_on_final(std::function<void(const Job&)> f);
+  // Set by the engine at submit: removes the job from the scheduler's queue
+  // and fails it; returns false when the job is no longer queued.
+  void set_canceller(std::function<bool()> c);
+
+  // Set by DELETE /v1/jobs/{id} or a disconnecting client; the executor
+  // stops at the next node boundary.
+  void request_cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // The same, naming the error the job ends with instead of 499 cancelled
+  // (a shutdown's drain cancels with 503 unavailable). The first reason wins.
+  void request_cancel(const Error& why);
+  // The reason given to request_cancel(why), if any.
+  std::optional<Error> cancel_reason() const;
+  const std::atomic<bool>& cancel_flag() const { return cancel_; }
+
+  // Valid once ended: the error (failed/cancelled) or the result (succeeded).
+  std::optional<Error> error() const;
+  std::shared_ptr<const JobResult> result() const;
+  // Moves the result out (a /v1/run answer takes it and keeps nothing, so
+  // the tenant's memory drops as soon as the reply is sent).
+  std::shared_ptr<const JobResult> take_result();
+  Clock::time_point ended_at() const;
+  double queue_ms() const;
+  double run_ms() const;
+
+ private:
+  const std::string id_, tenant_, partition_, request_id_;
+  const Clock::time_point created_;
+  std::atomic<bool> cancel_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  JobState state_ = JobState::kQueued;
+  bool finalized_ = false;  // ended() ran on_final: waiters and on_end may go
+  Clock::time_point started_{}, ended_{};
+  std::optional<Error> error_;
+  std::optional<Error> cancel_reason_;
+  std::shared_ptr<const JobResult> result_;
+  std::function<bool()> canceller_;
+  std::function<void()> on_end_;
+  std::function<void(const Job&)> on_final_;
+  void ended();  // after a transition to a final state: runs on_final_, wakes waiters, runs on_end_
 };
 
 }  // namespace tensord

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ops/tensor.h"
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "graphs/compiled_program.h"
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 

@@ -1,8 +1,12 @@
 #include "server/app.h"
 
+#include <optional>
+
 #include "api/safetensors.h"
 #include "ops/error.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/engine.h"
+#include "scheduler/job.h"
+#include "server/auth.h"
 #include "server/graph_routes.h"
 #include "server/routes_openapi.h"
 
@@ -51,6 +55,9 @@ bool is_safetensors_body(const HttpRequest& req) {
 
 std::shared_ptr<Router> build_router(AppContext& app) {
   auto r = std::make_shared<Router>();
+  // Every route but health, metrics and the spec is the tenant's: the
+  // router checks the token before the handler runs (API.md 9).
+  r->set_authenticator([&app](HttpRequest& req) { authenticate_request(req, *app.tenants); });
   add_info_routes(*r, app);
   add_tensor_routes(*r, app);
   add_run_routes(*r, app);
@@ -61,6 +68,34 @@ std::shared_ptr<Router> build_router(AppContext& app) {
   add_observability_routes(*r, app);
   add_openapi_routes(*r);
   return r;
+}
+
+void answer_job_with(Job& job, const std::shared_ptr<AsyncReply>& reply,
+                     std::function<HttpResponse(const JobResult&)> encode, bool costly, std::function<void()> failed) {
+  std::shared_ptr<const JobResult> res;
+  std::optional<Error> err;
+  try {
+    res = std::make_shared<const JobResult>(Engine::result_of(job));
+  } catch (const Error& e) {
+    err = e;
+  }
+  size_t bytes = 0;
+  if (res) {
+    for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
+    for (const auto& each : res->per_rank) {
+      for (const Tensor& t : each) bytes += t.nbytes();
+    }
+  }
+  constexpr size_t kInlineEncodeBytes = 16 << 10;  // more: encode on the handler pool (JSON text of 4k floats)
+  const size_t inline_bytes = costly ? kInlineEncodeBytes / 4 : kInlineEncodeBytes;
+  reply->finish(bytes > inline_bytes,
+                [res = std::move(res), err = std::move(err), encode = std::move(encode), failed = std::move(failed)] {
+                  if (err) {
+                    if (failed) failed();
+                    throw *err;
+                  }
+                  return encode(*res);
+                });
 }
 
 }  // namespace tensord

@@ -19,6 +19,7 @@ namespace tensord {
 
 class Engine;
 class Job;
+struct JobResult;
 struct Tenant;
 class TenantRegistry;
 class JobTable;
@@ -63,6 +64,16 @@ inline void add_offloaded(Router& r, std::string method, const std::string& tmpl
 // safetensors body, or the job's error. Large outputs are encoded on the
 // handler pool, small ones on the connection's io thread.
 void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64);
+
+// What every job-answering route shares (run, replay, KServe infer): the
+// result taken from the ended job, then `encode(result)` builds the
+// answer, on the connection's io thread for a small result and on the
+// handler pool (the tenant's lane) past 16 KiB of tensors (4 KiB when
+// `costly`: a compressed answer). A failed job is answered with its error;
+// `failed` (may be null) hears of it first, where the answer is built.
+void answer_job_with(Job& job, const std::shared_ptr<AsyncReply>& reply,
+                     std::function<HttpResponse(const JobResult&)> encode, bool costly = false,
+                     std::function<void()> failed = nullptr);
 
 // A job started for a request: cancelled when its client goes away before
 // the answer (499 for /v1/run; a queued capture never runs).

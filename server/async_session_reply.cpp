@@ -7,14 +7,14 @@
 namespace tensord {
 
 AsyncSessionReply::AsyncSessionReply(std::shared_ptr<ReplySink> sink, std::string method, std::string route,
-                                     std::string request_id, bool head, bool keep_alive, std::string authorization)
+                                     std::string request_id, bool head, bool keep_alive, std::string lane)
     : sink_(std::move(sink)),
       method_(std::move(method)),
       route_(std::move(route)),
       request_id_(std::move(request_id)),
       head_(head),
       keep_alive_(keep_alive),
-      authorization_(std::move(authorization)) {}
+      lane_(std::move(lane)) {}
 
 AsyncSessionReply::~AsyncSessionReply() = default;
 
@@ -62,7 +62,7 @@ void AsyncSessionReply::deliver(bool heavy, std::function<HttpResponse()> make) 
   if (heavy) {
     // Building a large answer (or running an offloaded handler) is its
     // tenant's work: on its lane.
-    sink_->offload(authorization_, [self, make = std::move(make)] {
+    sink_->offload(lane_, [self, make = std::move(make)] {
       HttpResponse out = self->build(make);
       self->sink_->post([self, out = std::move(out)]() mutable { self->send(std::move(out)); });
     });

@@ -19,10 +19,10 @@ namespace tensord {
 
 class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this<AsyncSessionReply> {
  public:
-  // `authorization`: the request's Authorization header; a heavy answer is
-  // built on its tenant's lane (ReplySink::offload).
+  // `lane`: the request's caller's (server/caller.h); a heavy answer is
+  // built there (ReplySink::offload).
   AsyncSessionReply(std::shared_ptr<ReplySink> sink, std::string method, std::string route, std::string request_id,
-                    bool head, bool keep_alive, std::string authorization);
+                    bool head, bool keep_alive, std::string lane);
   ~AsyncSessionReply() override;
 
   // Calls the matched route's handler (on the calling thread, which is the
@@ -45,7 +45,7 @@ class AsyncSessionReply : public AsyncReply, public std::enable_shared_from_this
   const std::shared_ptr<ReplySink> sink_;
   const std::string method_, route_, request_id_;
   const bool head_, keep_alive_;
-  const std::string authorization_;
+  const std::string lane_;
   std::optional<TraceRequestScope> trace_;  // the request's span, until the answer
   std::mutex mu_;
   bool started_ = false;   // start() is done with the handler and trace_

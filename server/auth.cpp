@@ -2,6 +2,7 @@
 
 #include "api/sha256.h"
 #include "ops/error.h"
+#include "scheduler/tenant.h"
 #include "scheduler/tenant_registry.h"
 
 namespace tensord {
@@ -28,16 +29,42 @@ Tenant* identify(std::string_view h, const TenantRegistry& reg, const char** why
 }  // namespace
 
 Tenant& authenticate(const HttpRequest& req, const TenantRegistry& reg) {
+  Tenant* t = nullptr;
   const char* why = "";
-  Tenant* t = identify(req.header("authorization"), reg, &why);
+  if (req.who) {
+    t = req.who->tenant;
+    why = req.who->why.c_str();
+  } else {
+    t = identify(req.header("authorization"), reg, &why);
+  }
   if (!t) throw Error(ErrorCode::kUnauthenticated, why);
   if (req.caller) *req.caller = t->name;
   return *t;
 }
 
-Tenant* tenant_of(std::string_view authorization, const TenantRegistry& reg) {
+void authenticate_request(HttpRequest& req, const TenantRegistry& reg) {
+  if (!req.who) req.who = std::make_shared<const Caller>(resolve_caller(req.header("authorization"), reg));
+  authenticate(req, reg);
+}
+
+Tenant& request_tenant(const HttpRequest& req) {
+  if (!req.who || !req.who->tenant) {
+    throw Error(ErrorCode::kInternal, "route " + req.route + " was called without authentication");
+  }
+  return *req.who->tenant;
+}
+
+Caller resolve_caller(std::string_view authorization, const TenantRegistry& reg) {
+  Caller c;
   const char* why = "";
-  return identify(authorization, reg, &why);
+  c.tenant = identify(authorization, reg, &why);
+  if (!c.tenant) {
+    c.why = why;
+    return c;
+  }
+  c.lane = c.tenant->partition;
+  c.account = c.tenant->account;
+  return c;
 }
 
 void require_admin(const Tenant& t) {

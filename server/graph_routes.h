@@ -6,7 +6,7 @@
 #include <functional>
 #include <memory>
 
-#include "scheduler/job.h"
+#include "scheduler/job_spec.h"
 #include "server/app.h"
 
 namespace tensord {

@@ -63,7 +63,6 @@ struct HttpServer::Impl {
   // Declared after the io_context so they are destroyed (joined) first.
   std::unique_ptr<net::thread_pool> handlers;
   std::map<std::string, std::unique_ptr<net::thread_pool>> lanes;  // set_lanes
-  std::function<std::string(std::string_view)> lane_of;
 
   explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
 
@@ -168,20 +167,16 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   state.metrics = state.options.record_metrics ? &HttpMetrics::global() : nullptr;
   impl_->handlers =
       std::make_unique<net::thread_pool>(static_cast<std::size_t>(std::max(1, state.options.handler_threads)));
-  // The lane a request's Authorization names; null for none, an unknown
-  // lane or a lookup that throws (a bad token: the handler answers 401).
-  state.lane_pool = [impl = impl_.get()](std::string_view authorization) -> net::thread_pool* {
-    if (!impl->lane_of || impl->lanes.empty()) return nullptr;
-    try {
-      auto it = impl->lanes.find(impl->lane_of(authorization));
-      return it == impl->lanes.end() ? nullptr : it->second.get();
-    } catch (...) {
-      return nullptr;
-    }
+  // The lane a request's caller names; null for none or an unknown lane
+  // (no or a bad token: the handler answers 401).
+  state.lane_pool = [impl = impl_.get()](std::string_view lane) -> net::thread_pool* {
+    if (impl->lanes.empty() || lane.empty()) return nullptr;
+    auto it = impl->lanes.find(std::string(lane));
+    return it == impl->lanes.end() ? nullptr : it->second.get();
   };
-  state.offload_as = [impl = impl_.get(), lane_pool = state.lane_pool](std::string_view authorization,
+  state.offload_as = [impl = impl_.get(), lane_pool = state.lane_pool](std::string_view lane,
                                                                        std::function<void()> task) {
-    net::thread_pool* pool = lane_pool(authorization);
+    net::thread_pool* pool = lane_pool(lane);
     net::post(pool != nullptr ? *pool : *impl->handlers, std::move(task));
   };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
@@ -219,21 +214,18 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
-void HttpServer::set_body_accounts(
-    std::function<std::shared_ptr<MemoryAccount>(std::string_view authorization)> account_of) {
-  if (impl_->ran.load()) throw std::logic_error("HttpServer::set_body_accounts after run");
-  impl_->state->body_account =
-      [account_of = std::move(account_of)](std::string_view authorization) -> std::shared_ptr<MemoryAccount> {
+void HttpServer::set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve) {
+  if (impl_->ran.load()) throw std::logic_error("HttpServer::set_callers after run");
+  impl_->state->resolve = [resolve = std::move(resolve)](std::string_view authorization) {
     try {
-      return account_of(authorization);
+      return resolve(authorization);
     } catch (...) {
-      return nullptr;  // a bad token: the handler answers 401
+      return std::shared_ptr<const Caller>();  // as no caller: the route answers 401
     }
   };
 }
 
-void HttpServer::set_lanes(const std::map<std::string, Lane>& lanes,
-                           std::function<std::string(std::string_view authorization)> lane_of) {
+void HttpServer::set_lanes(const std::map<std::string, Lane>& lanes) {
   if (impl_->ran.load()) throw std::logic_error("HttpServer::set_lanes after run");
   for (auto& [name, lane] : lanes) {
     const int n = std::max(1, lane.threads);
@@ -255,7 +247,6 @@ void HttpServer::set_lanes(const std::map<std::string, Lane>& lanes,
     }
     impl_->lanes[name] = std::move(pool);
   }
-  impl_->lane_of = std::move(lane_of);
 }
 
 void HttpServer::set_stream_service(std::shared_ptr<StreamService> streams) {

@@ -17,7 +17,7 @@
 
 namespace tensord {
 
-class MemoryAccount;
+struct Caller;
 class Router;
 class StreamService;
 
@@ -87,8 +87,8 @@ class HttpServer {
   // work). What the handler pool would do for a request (an
   // offloaded handler: a PUT's or upload's body decoded, a GET's answer
   // encoded; the start of an asynchronous request with a large body; a
-  // large job result's encoding) runs instead on the lane
-  // `lane_of(Authorization header)` names: `threads` threads pinned to the
+  // large job result's encoding) runs instead on its caller's lane
+  // (Caller::lane, set_callers): `threads` threads pinned to the
   // lane's `cpus` at the partition threads' nice (ops/cpu/thread_pool.h),
   // so it competes only with that tenant's partition and never takes
   // another tenant's cores or the io threads' CPU time. A request whose
@@ -104,17 +104,20 @@ class HttpServer {
     std::vector<int> cpus;
     int threads = 2;
   };
-  void set_lanes(const std::map<std::string, Lane>& lanes,
-                 std::function<std::string(std::string_view authorization)> lane_of);
+  void set_lanes(const std::map<std::string, Lane>& lanes);
 
-  // Tensor uploads (routes registered with JsonBody::kDecodeB64) are
-  // charged to `account_of(Authorization header)` as their bytes arrive (a
+  // Who sent each request (server/caller.h), from its Authorization
+  // header, called once per request as soon as its headers are read; the
+  // result goes to the routes as HttpRequest::who. Its lane picks the
+  // request's lane (set_lanes). Tensor bodies (BodyKind::kCharged,
+  // kTensorUpload) are charged to its account as their bytes arrive (a
   // safetensors body's bytes, a JSON body's decoded b64), so a tenant's
   // uploads in flight count against its memory quota with what it stores;
   // an upload that would pass it is answered 429 quota_exceeded at once,
   // before the rest of its body is read. The charge is handed to the
-  // request (HttpRequest::body_charge). Call before run().
-  void set_body_accounts(std::function<std::shared_ptr<MemoryAccount>(std::string_view authorization)> account_of);
+  // request (HttpRequest::body_charge). What `resolve` throws is taken as
+  // no caller. Call before run().
+  void set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve);
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

@@ -131,6 +131,7 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
   first_request_ = false;
   begin_request();
+  early_.reset();  // a route matched for an earlier request's body is not this one's
   const auto& msg = parser_->get();
   method_ = std::string(msg.method_string());
   version_ = msg.version() == 10 ? 10 : 11;
@@ -139,12 +140,15 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   if (state_->draining.load()) {
     return reply_and_close(Error(ErrorCode::kUnavailable, "server is draining for shutdown"));
   }
-  if (state_->lane_pool && move_to_lane(std::string(field_value(msg, "authorization")))) return;
+  // Who sent it: one token lookup for the lane, the body's charge and the
+  // route (server/caller.h).
+  who_ = state_->resolve ? state_->resolve(field_value(msg, "authorization")) : nullptr;
+  if (state_->lane_pool && who_ && move_to_lane(who_->lane)) return;
   after_header();
 }
 
-bool HttpSession::move_to_lane(const std::string& authorization) {
-  boost::asio::thread_pool* lane = state_->lane_pool(authorization);
+bool HttpSession::move_to_lane(const std::string& lane_name) {
+  boost::asio::thread_pool* lane = state_->lane_pool(lane_name);
   if (lane == nullptr || lane == lane_) return false;
   // The socket's descriptor leaves its reactor registration and joins the
   // lane's: from here its reads, writes and completions run on the lane's
@@ -242,6 +246,7 @@ void HttpSession::handle_request() {
   req.body = std::move(msg.body());
   req.recycler = state_->bodies;
   req.request_id = request_id_;
+  req.who = std::move(who_);
   caller_ = req.caller;
   req.decoded_b64 = std::move(decoded_b64_);
   decoded_b64_.reset();
@@ -249,16 +254,26 @@ void HttpSession::handle_request() {
   bytes_in_ = req.decoded_b64 ? streamed_bytes_ : req.body.size();
 
   const bool client_keep_alive = msg.keep_alive();
-  // The route, matched once; a bad target matches nothing and call_handler
+  // The route, matched once (for a large body, when its headers came:
+  // route_body_kind); a bad target matches nothing and call_handler
   // answers it.
   std::optional<RouteMatch> match;
-  try {
-    parse_target(req.target, req.path, req.query);
-    match = state_->router->match(req.method, req.path);
-  } catch (...) {
-    req.path.clear();
+  if (early_) {
+    req.path = std::move(early_->path);
+    req.query = std::move(early_->query);
+    match = std::move(early_->match);
+    early_.reset();
+  } else {
+    try {
+      parse_target(req.target, req.path, req.query);
+      match = state_->router->match(req.method, req.path);
+    } catch (...) {
+      req.path.clear();
+    }
   }
-  if (req.path == "/v1/stream" && state_->streams && websocket::is_upgrade(msg)) return upgrade(std::move(msg), req);
+  if (match && match->upgrades() && state_->streams && websocket::is_upgrade(msg)) {
+    return upgrade(std::move(msg), req, match->route());
+  }
   if (match && match->dispatch() == Dispatch::kAsync) {
     return handle_async(std::move(req), std::move(*match), client_keep_alive);
   }
@@ -299,8 +314,8 @@ void HttpSession::stop_watching() {
   stream_->socket().cancel(ec);
 }
 
-void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& req) {
-  req.route = "/v1/stream";
+void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& req, const std::string& route) {
+  req.route = route;
   route_ = req.route;
   StreamViewer viewer;
   try {
@@ -337,9 +352,9 @@ void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool clien
   // than any I/O timeout, so the stream's timer is off until send().
   stream_->expires_never();
   watch_disconnect();
-  auto reply =
-      std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, match.route(), req.request_id,
-                                          req.method == "HEAD", client_keep_alive, req.header("authorization"));
+  const std::string lane = req.who ? req.who->lane : std::string();
+  auto reply = std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, match.route(), req.request_id,
+                                                   req.method == "HEAD", client_keep_alive, lane);
   pending_reply_ = reply;
   // A small body is parsed and its job queued right here; a larger one
   // (JSON tensors to decode, a program to compile) on the tenant's lane
@@ -347,8 +362,7 @@ void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool clien
   if (req.body.size() <= match.inline_body_bytes() || !state_->offload_as) {
     reply->start(req, match);
   } else {
-    const std::string authorization = req.header("authorization");  // decoded on the tenant's lane
-    state_->offload_as(authorization,
+    state_->offload_as(lane,  // decoded on the tenant's lane
                        [reply, req = std::move(req), match = std::move(match)]() mutable { reply->start(req, match); });
   }
 }
@@ -357,8 +371,8 @@ void HttpSession::post(std::function<void()> f) {
   net::post(stream_->get_executor(), std::move(f));
 }
 
-void HttpSession::offload(std::string_view authorization, std::function<void()> f) {
-  if (state_->offload_as) return state_->offload_as(authorization, std::move(f));
+void HttpSession::offload(std::string_view lane, std::function<void()> f) {
+  if (state_->offload_as) return state_->offload_as(lane, std::move(f));
   post(std::move(f));
 }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,14 +19,13 @@
 #include "server/beast.h"
 #include "server/parts_body.h"
 #include "server/reply_sink.h"
+#include "server/router.h"
 
 namespace tensord {
 
 class AsyncSessionReply;
 class MemoryAccount;
 class Error;
-class RouteMatch;
-enum class BodyKind;  // server/router.h
 struct ServerState;
 
 class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSession> {
@@ -37,7 +37,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
 
   // ReplySink: what an asynchronous request's reply uses of the session.
   void post(std::function<void()> f) override;
-  void offload(std::string_view authorization, std::function<void()> f) override;
+  void offload(std::string_view lane, std::function<void()> f) override;
   void answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) override;
 
  private:
@@ -50,7 +50,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // request's tenant has a lane other than the one the socket is on;
   // returns whether it moved (after_header then runs on the new strand).
   // Nothing is pending on the socket when it is called.
-  bool move_to_lane(const std::string& authorization);
+  bool move_to_lane(const std::string& lane_name);
   void on_continue_sent(beast::error_code ec, std::size_t bytes);
   void do_read_body();
   void on_read_body(beast::error_code ec, std::size_t bytes);
@@ -63,8 +63,15 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // What the request's route takes (server/router.h): kCharged and
   // kTensorUpload bodies are charged to the tenant as they arrive; a JSON
   // kTensorUpload body is read through b64_stream_, which decodes the
-  // "b64" value as it comes.
-  BodyKind route_body_kind() const;
+  // "b64" value as it comes. Matches the route (kept in early_ for
+  // handle_request: one match per request).
+  BodyKind route_body_kind();
+  struct EarlyMatch {
+    std::string path;
+    std::map<std::string, std::string> query;
+    RouteMatch match;
+  };
+  std::optional<EarlyMatch> early_;
   void read_body_stream();
   // Charges the tenant's account (body_account_) up to `held` bytes of the
   // body, in steps of kChargeStep (and all of it when `last`); false when
@@ -99,9 +106,10 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void on_read_error(beast::error_code ec);
 
   void handle_request();
-  // GET /v1/stream with Upgrade: websocket: authenticates (401 on failure)
-  // and hands the socket to a WebSocketSession.
-  void upgrade(http::request<http::string_body>&& msg, HttpRequest& req);
+  // An upgrade route (RouteMatch::upgrades: GET /v1/stream) with Upgrade:
+  // websocket: authenticates (401 on failure) and hands the socket to a
+  // WebSocketSession.
+  void upgrade(http::request<http::string_body>&& msg, HttpRequest& req, const std::string& route);
   // A kInline route (or none matched: 404, 405, a bad target): calls it
   // with the one error policy (error_policy.h); never throws.
   HttpResponse call_handler(HttpRequest& req, RouteMatch* match);
@@ -162,6 +170,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   std::string route_;  // for metrics: template, or "" when unmatched
   std::string method_;
   std::shared_ptr<std::string> caller_;  // the request's tenant, once authenticated (log line)
+  std::shared_ptr<const Caller> who_;    // who sent the request being read (server/caller.h)
   size_t bytes_in_ = 0;                  // the request body's size (log line)
   unsigned version_ = 11;                // of the request being answered: 10 or 11
   std::chrono::steady_clock::time_point start_;

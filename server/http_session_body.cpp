@@ -46,13 +46,15 @@ void HttpSession::rearm_body_timer() {
   }
 }
 
-BodyKind HttpSession::route_body_kind() const {
+BodyKind HttpSession::route_body_kind() {
   const auto& msg = parser_->get();
+  early_.reset();
   try {
-    std::string path;
-    std::map<std::string, std::string> query;
-    parse_target(std::string(msg.target()), path, query);
-    return state_->router->match(std::string(msg.method_string()), path).body_kind();
+    EarlyMatch m;
+    parse_target(std::string(msg.target()), m.path, m.query);
+    m.match = state_->router->match(std::string(msg.method_string()), m.path);
+    early_ = std::move(m);
+    return early_->match.body_kind();
   } catch (...) {
     return BodyKind::kOther;  // a bad target: handle_request answers it
   }
@@ -65,9 +67,7 @@ void HttpSession::start_body_direct(size_t len) {
   const BodyKind kind = route_body_kind();
   const bool upload = kind == BodyKind::kTensorUpload;
   body_charged_ = 0;
-  body_account_ = kind != BodyKind::kOther && state_->body_account
-                      ? state_->body_account(std::string_view(msg[http::field::authorization]))
-                      : nullptr;
+  body_account_ = kind != BodyKind::kOther && who_ ? who_->account : nullptr;
   const bool safetensors = msg[http::field::content_type].starts_with("application/vnd.safetensors");
   // The string comes from the body pool: a released body's, its pages
   // already resident, when one fits; else fresh and advised huge pages

@@ -348,15 +348,13 @@ int main(int argc, char** argv) {
         lane.threads = std::clamp(2 * static_cast<int>(lane.cpus.size()), 2, 16);
         lanes.emplace(p.name, std::move(lane));
       }
-      server.set_lanes(lanes, [&tenants](std::string_view authorization) {
-        const Tenant* t = tenant_of(authorization, tenants);
-        return t ? t->partition : std::string();
-      });
+      server.set_lanes(lanes);
     }
-    // A tensor upload counts against its tenant's memory quota as it arrives.
-    server.set_body_accounts([&tenants](std::string_view authorization) -> std::shared_ptr<MemoryAccount> {
-      const Tenant* t = tenant_of(authorization, tenants);
-      return t ? t->account : nullptr;
+    // Who sent a request, once per request: its lane, the account a tensor
+    // upload counts against as it arrives (its tenant's memory quota), and
+    // the tenant its routes serve.
+    server.set_callers([&tenants](std::string_view authorization) {
+      return std::make_shared<const Caller>(resolve_caller(authorization, tenants));
     });
     server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;

@@ -18,10 +18,9 @@ class ReplySink {
 
   // Runs f on the connection's strand.
   virtual void post(std::function<void()> f) = 0;
-  // Runs f on the lane of the tenant `authorization` names (the request's
-  // Authorization header), else on the handler pool; on the strand when
-  // the server has no pool.
-  virtual void offload(std::string_view authorization, std::function<void()> f) = 0;
+  // Runs f on `lane` (the request's caller's, server/caller.h), else on
+  // the handler pool; on the strand when the server has no pool.
+  virtual void offload(std::string_view lane, std::function<void()> f) = 0;
   // On the strand: writes `out` as the answer to the request awaiting one
   // and stops watching for the client going away. `route`: the template
   // for the metrics and the log line; `head`: no body; `keep_alive`: what

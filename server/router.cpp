@@ -26,22 +26,33 @@ std::string printable(const std::string& s, size_t max = 200) {
 
 }  // namespace
 
-void Router::add(std::string method, const std::string& route_template, Handler h) {
+void Router::add(std::string method, const std::string& route_template, Handler h, Access access) {
   Route r;
   r.handler = std::move(h);
+  r.access = access;
+  insert(std::move(r), std::move(method), route_template);
+}
+
+void Router::add_upgrade(std::string method, const std::string& route_template, Handler h, Access access) {
+  Route r;
+  r.handler = std::move(h);
+  r.access = access;
+  r.upgrade = true;
   insert(std::move(r), std::move(method), route_template);
 }
 
 void Router::add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes,
-                       BodyKind body_kind) {
+                       BodyKind body_kind, Access access) {
   Route r;
+  r.access = access;
   r.async = std::move(h);
   r.inline_body = inline_body_bytes;
   r.body_kind = body_kind;
   insert(std::move(r), std::move(method), route_template);
 }
 
-void Router::add_offloaded(std::string method, const std::string& route_template, Handler h, BodyKind body_kind) {
+void Router::add_offloaded(std::string method, const std::string& route_template, Handler h, BodyKind body_kind,
+                           Access access) {
   // Started on the io thread whatever the body's size (starting only hands
   // the request to the pool); the handler runs where a heavy answer is
   // built: the tenant's lane or the handler pool. What it throws is
@@ -53,6 +64,7 @@ void Router::add_offloaded(std::string method, const std::string& route_template
   };
   r.inline_body = std::numeric_limits<size_t>::max();
   r.body_kind = body_kind;
+  r.access = access;
   insert(std::move(r), std::move(method), route_template);
 }
 
@@ -157,12 +169,8 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
     std::map<std::string, std::string> params;
     if (!match_pieces(r.pieces, 0, path, 0, params)) continue;
     if (r.method == method) {
-      m.route_ = r.route_template;
+      fill(m, r);
       m.params_ = std::move(params);
-      m.handler_ = r.handler ? &r.handler : nullptr;
-      m.async_ = r.async ? &r.async : nullptr;
-      m.inline_body_ = r.inline_body;
-      m.body_kind_ = r.body_kind;
       return m;
     }
     if (path_match == nullptr) path_match = &r;
@@ -176,12 +184,8 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
     }
   }
   if (method == "HEAD" && get_match != nullptr) {
-    m.route_ = get_match->route_template;
+    fill(m, *get_match);
     m.params_ = std::move(get_params);
-    m.handler_ = get_match->handler ? &get_match->handler : nullptr;
-    m.async_ = get_match->async ? &get_match->async : nullptr;
-    m.inline_body_ = get_match->inline_body;
-    m.body_kind_ = get_match->body_kind;
     return m;
   }
   if (path_match != nullptr) {
@@ -191,10 +195,23 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
   return m;
 }
 
+void Router::fill(RouteMatch& m, const Route& r) const {
+  m.route_ = r.route_template;
+  m.handler_ = r.handler ? &r.handler : nullptr;
+  m.async_ = r.async ? &r.async : nullptr;
+  m.auth_ = r.access == Access::kTenant && auth_ ? &auth_ : nullptr;
+  m.upgrade_ = r.upgrade;
+  m.inline_body_ = r.inline_body;
+  m.body_kind_ = r.body_kind;
+}
+
 HttpResponse RouteMatch::call(HttpRequest& req) {
   req.route = route_;
   req.params = std::move(params_);
-  if (handler_ != nullptr) return (*handler_)(req);
+  if (handler_ != nullptr) {
+    if (auth_ != nullptr) (*auth_)(req);
+    return (*handler_)(req);
+  }
   if (async_ != nullptr) throw Error(ErrorCode::kInternal, "asynchronous route " + route_ + " called synchronously");
   if (route_.empty()) {
     throw Error(ErrorCode::kNotFound, "no route for " + printable(req.method, 16) + " " + printable(req.path));
@@ -213,6 +230,7 @@ void RouteMatch::call_async(HttpRequest& req, const std::shared_ptr<AsyncReply>&
   }
   req.route = route_;
   req.params = std::move(params_);
+  if (auth_ != nullptr) (*auth_)(req);
   (*async_)(req, reply);
 }
 

@@ -68,6 +68,12 @@ enum class Dispatch { kInline, kAsync };
 // reads it with tensor_from_json_request; HttpRequest::decoded_b64).
 enum class BodyKind { kOther, kCharged, kTensorUpload };
 
+// Who may call a route. kTenant (every route but health, metrics and the
+// OpenAPI spec: API.md 9): the router's authenticator (set_authenticator)
+// runs first, on the thread that starts the request, and what it throws is
+// the answer (401), so no handler authenticates for itself. kPublic: none.
+enum class Access { kTenant, kPublic };
+
 class Router;
 
 // What one request matched (Router::match): the route's handler, the
@@ -84,13 +90,20 @@ class RouteMatch {
   // path with another method the path's first route; "" when no route
   // matches the path.
   const std::string& route() const { return route_; }
+  // The route's authenticator (kTenant routes, when the router has one).
+  bool authenticates() const { return auth_ != nullptr; }
+  // A route that takes a protocol upgrade (add_upgrade): the session hands
+  // a request carrying `Upgrade:` to the protocol's session, and calls the
+  // handler (the answer without one) otherwise.
+  bool upgrades() const { return upgrade_; }
 
-  // kInline: sets req.route and req.params and calls the handler. Unknown
+  // kInline: sets req.route and req.params, authenticates (kTenant) and
+  // calls the handler. Unknown
   // path: throws Error(kNotFound). Known path, other method: returns 405
   // with an Allow header (see router.cpp). Call once.
   HttpResponse call(HttpRequest& req);
-  // kAsync: sets req.route and req.params and calls the handler; what it
-  // throws is the answer. Another match is answered through `reply` at
+  // kAsync: sets req.route and req.params, authenticates (kTenant) and
+  // calls the handler; what either throws is the answer. Another match is answered through `reply` at
   // once (call()). Call once.
   void call_async(HttpRequest& req, const std::shared_ptr<AsyncReply>& reply);
 
@@ -100,6 +113,8 @@ class RouteMatch {
   std::map<std::string, std::string> params_;
   const Handler* handler_ = nullptr;
   const AsyncHandler* async_ = nullptr;
+  const std::function<void(HttpRequest&)>* auth_ = nullptr;
+  bool upgrade_ = false;
   size_t inline_body_ = 0;
   BodyKind body_kind_ = BodyKind::kOther;
   std::string allow_;  // no handler, the path is known: the methods it has (405)
@@ -108,16 +123,23 @@ class RouteMatch {
 class Router {
  public:
   // Throws std::invalid_argument on a malformed template (a bug, not input).
-  void add(std::string method, const std::string& route_template, Handler h);
+  void add(std::string method, const std::string& route_template, Handler h, Access access = Access::kTenant);
   // `inline_body_bytes`: a body up to this size starts the handler on the
   // io thread (parsing it is quick); a larger one on the handler pool.
   void add_async(std::string method, const std::string& route_template, AsyncHandler h, size_t inline_body_bytes,
-                 BodyKind body_kind = BodyKind::kOther);
+                 BodyKind body_kind = BodyKind::kOther, Access access = Access::kTenant);
   // A handler that may block (waits on a job, decodes or encodes a large
   // tensor): an asynchronous route that runs `h` on the handler pool (the
   // tenant's lane) and answers with what it returns or throws.
   void add_offloaded(std::string method, const std::string& route_template, Handler h,
-                     BodyKind body_kind = BodyKind::kOther);
+                     BodyKind body_kind = BodyKind::kOther, Access access = Access::kTenant);
+  // A route served by another protocol after an upgrade (GET /v1/stream:
+  // a WebSocket). `h` answers a request without the upgrade. The session
+  // does the upgrade (it owns the socket) and its protocol authenticates.
+  void add_upgrade(std::string method, const std::string& route_template, Handler h, Access access = Access::kTenant);
+  // Runs before the handler of every kTenant route (sets and checks who
+  // the request is from; throws to answer it). Unset: no route checks.
+  void set_authenticator(std::function<void(HttpRequest&)> auth) { auth_ = std::move(auth); }
 
   // The route for (method, path): the first in precedence order with this
   // method; HEAD without a HEAD route takes the GET route (the session
@@ -141,6 +163,8 @@ class Router {
     AsyncHandler async;      // kAsync
     size_t inline_body = 0;  // kAsync: bodies up to this start on the io thread
     BodyKind body_kind = BodyKind::kOther;
+    Access access = Access::kTenant;
+    bool upgrade = false;
     size_t literal_chars = 0;
     int params = 0;
     bool greedy = false;
@@ -152,8 +176,12 @@ class Router {
   static bool match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
                            std::map<std::string, std::string>& params);
 
+  // Fills `m` from route `r` (its handler, body, access).
+  void fill(RouteMatch& m, const Route& r) const;
+
   // Routes sorted by precedence (see above).
   std::vector<Route> routes_;
+  std::function<void(HttpRequest&)> auth_;
 };
 
 }  // namespace tensord

@@ -9,7 +9,7 @@ namespace tensord {
 
 void add_admin_routes(Router& r, AppContext& app) {
   r.add("GET", "/v1/admin/tenants", [&app](HttpRequest& req) {
-    require_admin(authenticate(req, *app.tenants));
+    require_admin(request_tenant(req));
     std::vector<TenantUsage> usage;
     for (const Tenant* t : app.tenants->all()) {
       const TenantSpec tc = t->config();  // one consistent snapshot (a reload may change it)

@@ -18,7 +18,7 @@
 #include "graphs/graph_store.h"
 #include "ops/error.h"
 #include "scheduler/graph_service.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/tenant.h"
 #include "server/app.h"
 #include "server/auth.h"
@@ -35,16 +35,11 @@ JobSpec parse_replay_request(HttpRequest& req) {
     std::map<std::string, Tensor> inputs;
     for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
     auto it = f.metadata.find("request");
-    if (it == f.metadata.end()) {
-      rapidjson::Document empty;
-      empty.SetObject();
-      return graph_replay_from_json(empty, std::move(inputs));
-    }
-    rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
-    return graph_replay_from_json(d, std::move(inputs));
+    std::optional<std::string_view> request;
+    if (it != f.metadata.end()) request = it->second;
+    return graph_replay_from_json_text(request, "__metadata__.request", std::move(inputs));
   }
-  rapidjson::Document d = parse_json_object_insitu(req.body, "body");
-  return graph_replay_from_json(d, {});
+  return graph_replay_from_json_body(req.body);
 }
 
 }  // namespace
@@ -64,9 +59,8 @@ void add_graph_routes(Router& r, AppContext& app) {
   r.add_async(
       "POST", "/v1/graphs",
       [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
-        Tenant& tenant = authenticate(req, *app.tenants);
-        rapidjson::Document d = parse_json_object(req.body, "body");
-        GraphCaptureRequest cr = graph_capture_from_json(d);
+        Tenant& tenant = request_tenant(req);
+        GraphCaptureRequest cr = graph_capture_from_body(req.body);
         std::shared_ptr<Job> job = app.graphs->capture_async(
             tenant, std::move(cr), req.request_id, [reply](Job& j, const std::shared_ptr<CapturedGraph>& g) {
               std::optional<Error> err = j.error();
@@ -87,7 +81,7 @@ void add_graph_routes(Router& r, AppContext& app) {
   r.add_async(
       "POST", "/v1/graphs/{id}/replay",
       [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         auto g = app.graphs->find(tenant, req.params.at("id"));
         JobSpec spec = parse_replay_request(req);
         spec.request_id = req.request_id;
@@ -100,7 +94,7 @@ void add_graph_routes(Router& r, AppContext& app) {
       kReplayInlineBody, BodyKind::kCharged);
 
   r.add("GET", "/v1/graphs/{id}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     auto fmt = req.query.find("format");
     if (fmt == req.query.end() || fmt->second == "json") {
       return json_response(200, graph_info_to_json(app.graphs->info(tenant, req.params.at("id"))));
@@ -116,7 +110,7 @@ void add_graph_routes(Router& r, AppContext& app) {
   });
 
   r.add("DELETE", "/v1/graphs/{id}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     app.graphs->erase(tenant, req.params.at("id"));
     HttpResponse resp;
     resp.status = 204;

@@ -27,7 +27,7 @@
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/graph_service.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/tenant.h"
 #include "server/auth.h"
 #include "server/content_coding.h"
@@ -183,28 +183,16 @@ void write_shm_outputs(const InferAnswer& a, const std::vector<std::pair<KServeO
 }
 
 void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, InferAnswer a) {
-  std::shared_ptr<const JobResult> res;
-  std::optional<Error> err;
-  try {
-    res = std::make_shared<const JobResult>(Engine::result_of(job));
-  } catch (const Error& e) {
-    err = e;
-  }
-  size_t bytes = 0;
-  if (res) {
-    for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
-  }
-  constexpr size_t kInlineEncodeBytes = 16 << 10;  // as answer_job: more is encoded on the handler pool
-  const double queue_ms = job.queue_ms(), run_ms = job.run_ms();
-  reply->finish(bytes > kInlineEncodeBytes || (a.coding && bytes > kInlineEncodeBytes / 4), [res, err, a = std::move(a),
-                                                                                             queue_ms, run_ms]() {
+  ModelStats* st = &a.graph->stats;  // the graph (in `a`) outlives the answer
+  const Clock::time_point started = a.started;
+  const bool costly = a.coding.has_value();  // a compressed answer
+  auto encode = [a = std::move(a)](const JobResult& res) {
     ModelStats& st = a.graph->stats;
     try {
-      if (err) throw *err;
       const Clock::time_point enc = Clock::now();
       std::vector<std::pair<KServeOutputRequest, Tensor>> outs;
       for (const auto& w : a.wanted) {
-        for (const auto& [name, t] : res->outputs) {
+        for (const auto& [name, t] : res.outputs) {
           if (name == w.name) outs.emplace_back(w, t);
         }
       }
@@ -221,8 +209,8 @@ void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, InferAnswe
       resp.body = std::move(kr.header);
       if (a.coding) compress_response(resp, *a.coding);
       st.compute_output.add(ns_since(enc));
-      st.queue.add(ms_to_ns(queue_ms));
-      st.compute_infer.add(ms_to_ns(run_ms));
+      st.queue.add(ms_to_ns(res.queue_ms));
+      st.compute_infer.add(ms_to_ns(res.run_ms));
       st.compute_input.add(a.input_ns);
       st.inference_count.fetch_add(1, std::memory_order_relaxed);
       st.execution_count.fetch_add(1, std::memory_order_relaxed);
@@ -236,31 +224,32 @@ void answer_infer(Job& job, const std::shared_ptr<AsyncReply>& reply, InferAnswe
       st.fail.add(ns_since(a.started));
       throw;
     }
-  });
+  };
+  answer_job_with(job, reply, std::move(encode), costly, [st, started] { st->fail.add(ns_since(started)); });
 }
 
 void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
   r.add("GET", prefix, [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     return kserve_json(req, 200, kserve_model_metadata_json(model_of(*find_model(*app.graphs, req, tenant))));
   });
 
   r.add("GET", prefix + "/ready", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     KServeModel m = model_of(*find_model(*app.graphs, req, tenant));
     check_kserve_dtypes(m);  // a model KServe cannot feed is not ready: 400 naming the dtype
     return kserve_json(req, 200, kserve_model_ready_json(m.name));
   });
 
   r.add("GET", prefix + "/config", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     KServeModel m = model_of(*find_model(*app.graphs, req, tenant));
     const bool gpu = app.engine->backend().name() != "cpu";
     return kserve_json(req, 200, kserve_model_config_json(m, tenant.partition, gpu));
   });
 
   r.add("GET", prefix + "/stats", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     return kserve_json(req, 200, kserve_model_stats_json({stats_of(*find_model(*app.graphs, req, tenant))}));
   });
 
@@ -271,7 +260,7 @@ void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
       "POST", prefix + "/infer",
       [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
         const Clock::time_point started = Clock::now();
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         auto g = find_model(*app.graphs, req, tenant);
         try {
           if (g->spmd) {
@@ -321,7 +310,7 @@ void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
 
 void add_repository_routes(Router& r, AppContext& app) {
   r.add("POST", "/v2/repository/index", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     kserve_repository_index_ready_only(req.body);  // validated; every listed model is ready
     std::vector<std::string> names;
     for (const auto& g : app.graphs->list(tenant)) names.push_back(model_name(*g));
@@ -332,13 +321,11 @@ void add_repository_routes(Router& r, AppContext& app) {
   // captured graph, made and deleted through /v1/graphs. Unload does not
   // delete: Model Analyzer and other tools unload what they profiled, which
   // must not destroy a user's graph.
-  r.add("POST", "/v2/repository/models/{model}/load", [&app](HttpRequest& req) -> HttpResponse {
-    authenticate(req, *app.tenants);
+  r.add("POST", "/v2/repository/models/{model}/load", [](HttpRequest& req) -> HttpResponse {
     throw Error(ErrorCode::kBadRequest,
                 "models are captured through POST /v1/graphs (with a \"name\"), not loaded from a repository");
   });
-  r.add("POST", "/v2/repository/models/{model}/unload", [&app](HttpRequest& req) -> HttpResponse {
-    authenticate(req, *app.tenants);
+  r.add("POST", "/v2/repository/models/{model}/unload", [](HttpRequest& req) -> HttpResponse {
     throw Error(ErrorCode::kBadRequest,
                 "models are captured graphs and stay until DELETE /v1/graphs/{id}; unload does not delete them");
   });
@@ -349,12 +336,11 @@ void add_repository_routes(Router& r, AppContext& app) {
 void add_kserve_routes(Router& r, AppContext& app) {
   // Server metadata: behind the token like every route but health (API.md 9).
   r.add("GET", "/v2", [&app](HttpRequest& req) {
-    authenticate(req, *app.tenants);
     return kserve_json(req, 200, kserve_server_metadata_json(app.version, extensions(app)));
   });
   // Every model of the caller (a param-free route: it wins over {model}).
   r.add("GET", "/v2/models/stats", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     std::vector<KServeModelStats> all;
     for (const auto& g : app.graphs->list(tenant)) all.push_back(stats_of(*g));
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

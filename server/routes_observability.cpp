@@ -47,7 +47,7 @@ bool parse_format(const HttpRequest& req) {
 
 void add_observability_routes(Router& r, AppContext& app) {
   r.add("GET", "/v1/trace", [&app](HttpRequest& req) {
-    const Tenant& t = authenticate(req, *app.tenants);
+    const Tenant& t = request_tenant(req);
     TraceBuffer& tb = TraceBuffer::global();
     size_t last = parse_last(req, tb.capacity());
     bool see_all = t.admin() || app.tenants->anonymous();
@@ -58,7 +58,6 @@ void add_observability_routes(Router& r, AppContext& app) {
   // any authenticated tenant may read it. ?format=pickle (with a rank) is
   // that rank's pickle file, the form fr_trace loads from a folder.
   r.add("GET", "/v1/flight-recorder", [&app](HttpRequest& req) {
-    authenticate(req, *app.tenants);
     RankWorkers& ranks = app.engine->ranks();
     const bool pickle = parse_format(req);
     auto it = req.query.find("rank");
@@ -91,9 +90,9 @@ void add_observability_routes(Router& r, AppContext& app) {
     for (int r = 0; r < ranks.size(); ++r) dumps.push_back(ranks.recorder(r)->dump());
     return json_response(200, dist::flight_recorder_ranks_json(dumps));
   });
-  // Reached only without an Upgrade: websocket header (the session upgrades those).
-  r.add("GET", "/v1/stream", [&app](HttpRequest& req) {
-    authenticate(req, *app.tenants);
+  // The WebSocket (API.md 9): the session upgrades a request with an
+  // Upgrade: websocket header; this answers one without it.
+  r.add_upgrade("GET", "/v1/stream", [](HttpRequest& req) {
     return upgrade_required_reply("GET /v1/stream is a WebSocket: send Upgrade: websocket", "websocket",
                                   req.request_id);
   });

@@ -9,7 +9,9 @@
 namespace tensord {
 
 void add_openapi_routes(Router& r) {
-  r.add("GET", "/v1/openapi.json", [](HttpRequest&) { return json_response(200, std::string(openapi_json())); });
+  r.add(
+      "GET", "/v1/openapi.json", [](HttpRequest&) { return json_response(200, std::string(openapi_json())); },
+      Access::kPublic);
 }
 
 }  // namespace tensord

@@ -10,7 +10,7 @@
 #include "api/safetensors.h"
 #include "ops/error.h"
 #include "scheduler/engine.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/job_table.h"
 #include "scheduler/tenant.h"
 #include "server/auth.h"
@@ -29,13 +29,11 @@ JobSpec parse_job_request(HttpRequest& req) {
     auto it = f.metadata.find("request");
     if (it == f.metadata.end())
       throw Error(ErrorCode::kBadRequest, "safetensors request without __metadata__[\"request\"]");
-    rapidjson::Document d = parse_json_object(it->second, "__metadata__.request");
     std::map<std::string, Tensor> inputs;
     for (auto& [name, t] : f.tensors) inputs.emplace(name, std::move(t));
-    spec = job_spec_from_json(d, std::move(inputs));
+    spec = job_spec_from_json_text(it->second, "__metadata__.request", std::move(inputs));
   } else {
-    rapidjson::Document d = parse_json_object_insitu(req.body, "body");
-    spec = job_spec_from_json(d, {});
+    spec = job_spec_from_json_body(req.body);
   }
   spec.request_id = req.request_id;
   spec.body_charge = std::move(req.body_charge);  // held while the job holds its inputs
@@ -70,27 +68,11 @@ std::vector<std::pair<std::string, Tensor>> reply_tensors(const JobResult& r) {
 }  // namespace
 
 void answer_job(Job& job, const std::shared_ptr<AsyncReply>& reply, bool safetensors, bool b64) {
-  std::shared_ptr<const JobResult> res;
-  std::optional<Error> err;
-  try {
-    res = std::make_shared<const JobResult>(Engine::result_of(job));
-  } catch (const Error& e) {
-    err = e;
-  }
-  size_t bytes = 0;
-  if (res) {
-    for (const auto& [name, t] : res->outputs) bytes += t.nbytes();
-    for (const auto& each : res->per_rank) {
-      for (const Tensor& t : each) bytes += t.nbytes();
-    }
-  }
-  constexpr size_t kInlineEncodeBytes = 16 << 10;  // more: encode on the handler pool (JSON text of 4k floats)
-  reply->finish(bytes > kInlineEncodeBytes, [res, err, safetensors, b64]() {
-    if (err) throw *err;
+  answer_job_with(job, reply, [safetensors, b64](const JobResult& res) {
     if (safetensors)
-      return safetensors_response(reply_tensors(*res), {{"response", job_result_to_json(*res, false, false)}});
+      return safetensors_response(reply_tensors(res), {{"response", job_result_to_json(res, false, false)}});
     HttpResponse resp;
-    resp.views = job_result_to_json_body(*res, b64);
+    resp.views = job_result_to_json_body(res, b64);
     return resp;
   });
 }
@@ -103,7 +85,7 @@ void add_run_routes(Router& r, AppContext& app) {
   r.add_async(
       "POST", "/v1/run",
       [&app](HttpRequest& req, const std::shared_ptr<AsyncReply>& reply) {
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         const bool st = wants_safetensors(req), b64 = b64_requested(req);
         std::shared_ptr<Job> job = app.engine->run_async(tenant, parse_job_request(req),
                                                          [reply, st, b64](Job& j) { answer_job(j, reply, st, b64); });
@@ -114,7 +96,7 @@ void add_run_routes(Router& r, AppContext& app) {
   add_offloaded(
       r, "POST", "/v1/jobs",
       [&app](HttpRequest& req) {
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
         app.jobs->add(job);
         HttpResponse resp = json_response(202, job_accepted_to_json(job->id()));
@@ -124,13 +106,13 @@ void add_run_routes(Router& r, AppContext& app) {
       BodyKind::kCharged);
 
   add_offloaded(r, "GET", "/v1/jobs/{id}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     std::shared_ptr<Job> job = find_job(app, req, tenant);  // 404 before 400, as the other routes answer
     return json_response(200, job_status_to_json(*job, b64_requested(req)));
   });
 
   r.add("DELETE", "/v1/jobs/{id}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     auto job = find_job(app, req, tenant);
     // A queued job ends now; a running one stops at its next node boundary.
     job->cancel("cancelled by the client");

@@ -28,26 +28,26 @@ std::string status_json(const std::vector<ShmRegionStatus>& v) {
 
 void add_shm_routes(Router& r, AppContext& app) {
   r.add("GET", "/v2/systemsharedmemory/status", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     return json_response(200, status_json(app.shm->status(tenant.name, std::nullopt)));
   });
   r.add("GET", "/v2/systemsharedmemory/region/{region}/status", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     return json_response(200, status_json(app.shm->status(tenant.name, req.params.at("region"))));
   });
   r.add("POST", "/v2/systemsharedmemory/region/{region}/register", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     KServeShmRegion reg = kserve_shm_register_from_json(req.body);
     app.shm->add(tenant.name, req.params.at("region"), reg.key, reg.offset, reg.byte_size);
     return json_response(200, "{}");
   });
   r.add("POST", "/v2/systemsharedmemory/region/{region}/unregister", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     app.shm->remove(tenant.name, req.params.at("region"));
     return json_response(200, "{}");
   });
   r.add("POST", "/v2/systemsharedmemory/unregister", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     app.shm->remove_all(tenant.name);
     return json_response(200, "{}");
   });

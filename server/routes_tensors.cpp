@@ -39,11 +39,11 @@ Tensor tensor_from_body(HttpRequest& req) {
 void add_tensor_routes(Router& r, AppContext& app) {
   add_offloaded(
       r, "PUT", "/v1/tensors/{name...}",
-      [&app](HttpRequest& req) {
+      [](HttpRequest& req) {
         // The body's charge (HttpRequest::body_charge) ends with the
         // handler, before its answer, whatever it throws.
         std::shared_ptr<void> body_charge = std::move(req.body_charge);
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         const std::string name = req.params.at("name");
         validate_tensor_name(name);
         Tensor t = tensor_from_body(req);
@@ -56,8 +56,8 @@ void add_tensor_routes(Router& r, AppContext& app) {
       },
       BodyKind::kTensorUpload);
 
-  auto fetch = [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+  auto fetch = [](HttpRequest& req) {
+    Tenant& tenant = request_tenant(req);
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
     auto t = tenant.store.get(name);
@@ -89,8 +89,8 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return resp;
   });
 
-  add_offloaded(r, "DELETE", "/v1/tensors/{name...}", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+  add_offloaded(r, "DELETE", "/v1/tensors/{name...}", [](HttpRequest& req) {
+    Tenant& tenant = request_tenant(req);
     const std::string name = req.params.at("name");
     validate_tensor_name(name);
     if (!tenant.store.erase(name)) throw Error(ErrorCode::kNotFound, "tensor '" + name + "' not found");
@@ -100,8 +100,8 @@ void add_tensor_routes(Router& r, AppContext& app) {
     return resp;
   });
 
-  r.add("GET", "/v1/tensors", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+  r.add("GET", "/v1/tensors", [](HttpRequest& req) {
+    Tenant& tenant = request_tenant(req);
     std::string prefix;
     if (auto it = req.query.find("prefix"); it != req.query.end()) prefix = it->second;
     if (prefix.size() > 256) throw Error(ErrorCode::kBadRequest, "prefix longer than 256 bytes");
@@ -110,9 +110,9 @@ void add_tensor_routes(Router& r, AppContext& app) {
 
   add_offloaded(
       r, "POST", "/v1/tensors:upload",
-      [&app](HttpRequest& req) {
+      [](HttpRequest& req) {
         std::shared_ptr<void> body_charge = std::move(req.body_charge);  // as PUT's
-        Tenant& tenant = authenticate(req, *app.tenants);
+        Tenant& tenant = request_tenant(req);
         if (!is_safetensors_body(req)) {
           throw Error(ErrorCode::kBadRequest, "upload takes an application/vnd.safetensors body");
         }
@@ -128,7 +128,7 @@ void add_tensor_routes(Router& r, AppContext& app) {
       BodyKind::kCharged);
 
   add_offloaded(r, "POST", "/v1/checkpoint", [&app](HttpRequest& req) {
-    Tenant& tenant = authenticate(req, *app.tenants);
+    Tenant& tenant = request_tenant(req);
     return json_response(200, checkpoint_info_to_json(app.checkpointer->write(tenant, "request")));
   });
 }

@@ -186,7 +186,7 @@ class CudaBackend final : public Backend {
   }
 
   // Also makes the stream's GPU the thread's current device: an SPMD rank's
-  // thread runs its kernels on GPU r (scheduler/spmd_run.h), and a launch on
+  // thread runs its kernels on GPU r (scheduler/spmd/spmd_run.h), and a launch on
   // a stream of another device than the current one fails.
   void bind_thread_stream(Stream s) override {
     if (s.device.type == DeviceType::kCUDA) TENSORD_CUDA_CHECK(cudaSetDevice(s.device.index));

@@ -17,7 +17,7 @@ namespace {
 
 // This thread's cuBLAS handle, made on its current device: a thread runs
 // kernels on one GPU only (a partition runner on the scheduler's, an SPMD
-// rank's thread on its own: scheduler/spmd_run.h).
+// rank's thread on its own: scheduler/spmd/spmd_run.h).
 cublasHandle_t blas_handle() {
   struct Handle {
     cublasHandle_t h = nullptr;

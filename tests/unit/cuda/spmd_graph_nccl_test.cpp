@@ -28,7 +28,7 @@
 #include "ops/error.h"
 #include "scheduler/engine.h"
 #include "scheduler/graph_service.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "scheduler/rank_workers.h"
 #include "tests/unit/graphs/program_builder.h"
 #include "tests/unit/scheduler/one_tenant_config.h"

@@ -404,7 +404,7 @@ TEST(AssociativeScan, CancellationAndDeadlineStopTheParallelPath) {
   CompiledProgram cp = compile_program(p, {{"x0", x.meta()}}, nullptr);
   std::atomic<bool> cancelled{true};
   ExecOptions o = f.opts();
-  o.cancelled = &cancelled;
+  o.ctx.cancelled = &cancelled;
   try {
     execute_program(cp, {{"x0", x}}, o);
     FAIL() << "expected cancelled";

@@ -183,7 +183,7 @@ TEST(ControlFlow, CancellationReachesARunningLoop) {
       compile_program(p, {{"i", meta(DType::kInt64, {})}, {"x", x.meta()}, {"n", meta(DType::kInt64, {})}}, nullptr);
   std::atomic<bool> cancel{false};
   ExecOptions o = f.opts();
-  o.cancelled = &cancel;
+  o.ctx.cancelled = &cancel;
   std::thread t([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     cancel = true;

@@ -57,7 +57,7 @@ TEST(Executor, CancellationStopsAtNodeBoundary) {
   CompiledProgram cp = compile_program(p, {{"x", x.meta()}}, nullptr);
   std::atomic<bool> cancel{true};
   ExecOptions o = f.opts();
-  o.cancelled = &cancel;
+  o.ctx.cancelled = &cancel;
   try {
     execute_program(cp, {{"x", x}}, o);
     FAIL();

@@ -359,7 +359,7 @@ TEST(ReplayPlan, ControlPlansStopAtMaxItersAndOnCancellation) {
   }
   std::atomic<bool> cancel{false};
   ExecOptions o = f.opts();
-  o.cancelled = &cancel;
+  o.ctx.cancelled = &cancel;
   int trips = 0;
   o.on_node = [&](const CompiledProgram&, const BoundNode& b, double, auto, auto) {
     if (b.id == "inc" && ++trips == 3) cancel = true;
@@ -458,7 +458,7 @@ TEST(ReplayPlan, CancellationStopsAtAnInstruction) {
   Captured c = f.capture(p, {{"x", meta(DType::kFloat32, {2})}});
   std::atomic<bool> cancel{true};
   ExecOptions o = f.opts();
-  o.cancelled = &cancel;
+  o.ctx.cancelled = &cancel;
   try {
     c.plan->run({{"x", f32({2}, {1, 2})}}, o);
     FAIL();

@@ -15,7 +15,7 @@
 #include "graphs/compiled_program.h"
 #include "metrics/trace_buffer.h"
 #include "metrics/trace_request_scope.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 #include "tests/unit/graphs/program_builder.h"
 
 namespace tensord {

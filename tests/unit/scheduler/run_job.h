@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "scheduler/engine.h"
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord::testing_util {
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord {
 namespace {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/cpu/thread_pool.h"
+#include "server/caller.h"
 #include "server/http_server.h"
 #include "server/router.h"
 
@@ -35,6 +36,14 @@ namespace {
 namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
+
+// A caller with no tenant whose lane is `lane` (the lanes are all this
+// server knows of its callers).
+std::shared_ptr<const Caller> caller_on(std::string lane) {
+  auto c = std::make_shared<Caller>();
+  c->lane = std::move(lane);
+  return c;
+}
 
 std::vector<int> thread_cpus() {
   cpu_set_t set;
@@ -105,11 +114,10 @@ TEST(HttpServerLanes, RequestWorkRunsOnItsTenantsLane) {
   HttpServer server(opts, router);
   std::map<std::string, HttpServer::Lane> lanes;
   lanes["lane-a"] = HttpServer::Lane{{lane_cpu}, 2};
-  server.set_lanes(std::move(lanes), [](std::string_view auth) -> std::string {
-    if (auth == "Bearer a") return "lane-a";
+  server.set_lanes(std::move(lanes));
+  server.set_callers([](std::string_view auth) {
     if (auth == "Bearer throws") throw std::runtime_error("lookup failed");
-    if (auth == "Bearer ghost") return "no-such-lane";
-    return "";
+    return caller_on(auth == "Bearer a" ? "lane-a" : auth == "Bearer ghost" ? "no-such-lane" : "");
   });
   std::thread t([&server] { server.run(); });
 
@@ -186,10 +194,9 @@ TEST(HttpServerLanes, ConnectionsMoveToTheirTenantsLane) {
   std::map<std::string, HttpServer::Lane> lanes;
   lanes["lane-a"] = HttpServer::Lane{{lane_cpu}, 1};
   lanes["lane-b"] = HttpServer::Lane{{all.front()}, 1};
-  server.set_lanes(std::move(lanes), [](std::string_view auth) -> std::string {
-    if (auth == "Bearer a") return "lane-a";
-    if (auth == "Bearer b") return "lane-b";
-    return "";
+  server.set_lanes(std::move(lanes));
+  server.set_callers([](std::string_view auth) {
+    return caller_on(auth == "Bearer a" ? "lane-a" : auth == "Bearer b" ? "lane-b" : "");
   });
   std::thread t([&server] { server.run(); });
   const std::string lane_a = std::to_string(lane_cpu) + ";" + std::to_string(std::max(base_nice, kComputeNice));
@@ -216,14 +223,15 @@ TEST(HttpServerLanes, ConnectionsMoveToTheirTenantsLane) {
   t.join();
 }
 
-TEST(HttpServerLanes, SetLanesAfterRunThrows) {
+TEST(HttpServerLanes, SetLanesOrCallersAfterRunThrows) {
   auto router = std::make_shared<Router>();
   ServerOptions opts;
   opts.port = 0;
   HttpServer s(opts, router);
   s.request_stop();
   s.run();
-  EXPECT_THROW(s.set_lanes({}, {}), std::logic_error);
+  EXPECT_THROW(s.set_lanes({}), std::logic_error);
+  EXPECT_THROW(s.set_callers({}), std::logic_error);
 }
 
 }  // namespace

@@ -298,6 +298,86 @@ TEST(Router, OffloadedRoutesAreAsyncAndAnswerWithTheHandlersResult) {
   EXPECT_THROW(r.match(boom.method, boom.path).call_async(boom, failed), Error);
 }
 
+TEST(Router, TenantRoutesRunTheAuthenticatorFirstAndPublicOnesDoNot) {
+  Router r;
+  int checks = 0;
+  bool handled = false;
+  r.set_authenticator([&checks](HttpRequest& req) {
+    ++checks;
+    if (req.header("authorization") != "Bearer ok") throw Error(ErrorCode::kUnauthenticated, "unknown token");
+  });
+  r.add("GET", "/healthz", tagged("live"), Access::kPublic);
+  r.add("GET", "/v1/tensors", [&handled](HttpRequest&) {
+    handled = true;
+    return HttpResponse{};
+  });
+  r.add_async(
+      "POST", "/v1/run", [&handled](HttpRequest&, std::shared_ptr<AsyncReply>) { handled = true; }, 1024);
+  r.add_offloaded("PUT", "/v1/tensors/{name}", [&handled](HttpRequest&) {
+    handled = true;
+    return HttpResponse{};
+  });
+
+  EXPECT_FALSE(r.match("GET", "/healthz").authenticates());
+  EXPECT_TRUE(r.match("GET", "/v1/tensors").authenticates());
+  EXPECT_TRUE(r.match("HEAD", "/v1/tensors").authenticates()) << "HEAD takes its GET route's access";
+  EXPECT_FALSE(r.match("GET", "/nowhere").authenticates());
+
+  HttpRequest health = request("GET", "/healthz");
+  EXPECT_EQ(dispatch(r, health).body, "live");
+  EXPECT_EQ(checks, 0) << "a public route checks no token";
+
+  HttpRequest get = request("GET", "/v1/tensors");
+  try {
+    dispatch(r, get);
+    FAIL() << "expected 401";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnauthenticated);
+  }
+  EXPECT_EQ(checks, 1);
+  EXPECT_FALSE(handled) << "the handler never ran";
+  EXPECT_EQ(get.route, "/v1/tensors") << "the route is known for the log line and the metrics";
+
+  for (const char* method : {"POST", "PUT"}) {
+    HttpRequest req = request(method, std::string(method) == "POST" ? "/v1/run" : "/v1/tensors/a");
+    auto reply = std::make_shared<CapturedReply>();
+    EXPECT_THROW(r.match(req.method, req.path).call_async(req, reply), Error) << method;
+    EXPECT_TRUE(reply->answers.empty()) << method << ": 401 before any work, on the starting thread";
+    EXPECT_FALSE(handled) << method;
+  }
+  EXPECT_EQ(checks, 3);
+
+  HttpRequest ok = request("GET", "/v1/tensors");
+  ok.headers["authorization"] = "Bearer ok";
+  dispatch(r, ok);
+  EXPECT_TRUE(handled);
+
+  HttpRequest missing = request("GET", "/nowhere");
+  EXPECT_THROW(dispatch(r, missing), Error);
+  EXPECT_EQ(checks, 4) << "an unknown path is 404 without a token check";
+}
+
+TEST(Router, AnUpgradeRouteSaysSoAndAnswersWithoutTheUpgrade) {
+  Router r;
+  r.add_upgrade("GET", "/v1/stream", tagged("426"));
+  r.add("GET", "/v1/streams", tagged("list"));
+  EXPECT_TRUE(r.match("GET", "/v1/stream").upgrades());
+  EXPECT_FALSE(r.match("POST", "/v1/stream").upgrades()) << "another method: 405, no upgrade";
+  EXPECT_FALSE(r.match("GET", "/v1/streams").upgrades());
+  EXPECT_EQ(r.match("GET", "/v1/stream").dispatch(), Dispatch::kInline);
+  HttpRequest req = request("GET", "/v1/stream");
+  EXPECT_EQ(dispatch(r, req).body, "426") << "a request without Upgrade: the handler's answer";
+  EXPECT_EQ(req.route, "/v1/stream");
+}
+
+TEST(Router, WithoutAnAuthenticatorNoRouteChecks) {
+  Router r;
+  r.add("GET", "/v1/tensors", tagged("list"));
+  EXPECT_FALSE(r.match("GET", "/v1/tensors").authenticates());
+  HttpRequest req = request("GET", "/v1/tensors");
+  EXPECT_EQ(dispatch(r, req).body, "list");
+}
+
 TEST(Router, BadTemplatesAreRejected) {
   Router r;
   EXPECT_THROW(r.add("GET", "nope", tagged("x")), std::invalid_argument);

@@ -1,5 +1,5 @@
-// Job (scheduler/job_handle.h): what a client polling a job is shown.
-#include "scheduler/job_handle.h"
+// Job (scheduler/job.h): what a client polling a job is shown.
+#include "scheduler/job.h"
 
 #include <gtest/gtest.h>
 

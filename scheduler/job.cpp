@@ -1,4 +1,4 @@
-#include "scheduler/job_handle.h"
+#include "scheduler/job.h"
 
 namespace tensord {
 

@@ -1,4 +1,4 @@
-#include "scheduler/spmd_run.h"
+#include "scheduler/spmd/spmd_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -126,7 +126,6 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
     // on its own thread (a pool is fed by one runner at a time).
     eo.ctx.pool = nullptr;
     eo.ctx.cancelled = abort.get();
-    eo.cancelled = abort.get();
     if (reporter.empty() || i != reporter[0]) eo.on_node = nullptr;  // the group's work counted once
     std::optional<ThreadStreamBinding> bound;
     if (!run.places.empty()) {

@@ -1,0 +1,39 @@
+// One kind of work the engine runs, behind one call: a program through the
+// executor (graphs/program_executable.h), a captured graph's replay under
+// its pool's lease (graphs/replay_executable.h: the CPU replay plan, or a
+// device graph that falls back to the executor, graphs/fallback_executable.h),
+// an SPMD job over the world's ranks (scheduler/spmd/spmd_executable.h) and
+// work that is not a program, such as a graph's capture
+// (scheduler/task_executable.h). The engine picks none of them: it binds the
+// options, calls run(), waits for the stream, and commits what came back
+// (scheduler/engine.cpp).
+//
+// Thread-safety: each implementation says; run() is called by one runner
+// at a time for a given job.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "graphs/compiled_program.h"
+#include "graphs/exec_options.h"
+#include "graphs/executor.h"
+
+namespace tensord {
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Runs once over `inputs` (by name) with the job's options. Outputs come
+  // back in the program's order; writes to stored tensors are returned, not
+  // applied (the engine commits them when the job succeeded).
+  virtual ExecResult run(const std::map<std::string, Tensor>& inputs, const ExecOptions& opts) = 0;
+  // The program whose outputs run() returns (which names `store` and
+  // `return` may use; the trace's node names); an empty one for a task.
+  virtual const CompiledProgram& program() const = 0;
+  // False for work whose effects are its own (a capture stores its graph):
+  // the engine commits nothing for it and answers no outputs.
+  virtual bool commits() const { return true; }
+};
+
+}  // namespace tensord

@@ -4,7 +4,7 @@
 
 namespace tensord {
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
+bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
@@ -130,6 +130,7 @@ TenantRegistry::ReloadResult TenantRegistry::reload(const ServerConfig& next,
     known_[tc.name] = std::move(it->second);
   }
   snap_ = std::move(snap);
+  generation_.fetch_add(1, std::memory_order_release);
   return res;
 }
 

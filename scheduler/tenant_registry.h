@@ -11,11 +11,14 @@
 // tensors are kept so that adding it back restores them.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "scheduler/config.h"
@@ -52,6 +55,10 @@ class TenantRegistry {
   // tenant created for the first time, before its token works (e.g. to
   // restore its checkpoint). Serialized with other reloads.
   ReloadResult reload(const ServerConfig& next, const std::function<void(Tenant&)>& on_new = {});
+  // Moves on with every reload that applied: a lookup cached under an
+  // earlier value may name a tenant since retired (or miss one since
+  // added). Starts at 0.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Snapshot {
@@ -68,9 +75,10 @@ class TenantRegistry {
   std::shared_ptr<const Snapshot> snap_;
   std::map<std::string, std::unique_ptr<Tenant>> known_;  // never shrinks
   std::vector<Tenant*> known_order_;                      // creation order
+  std::atomic<uint64_t> generation_{0};
 };
 
 // Constant-time equality for equal-length strings (false if lengths differ).
-bool constant_time_equal(const std::string& a, const std::string& b);
+bool constant_time_equal(std::string_view a, std::string_view b);
 
 }  // namespace tensord

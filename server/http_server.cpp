@@ -214,8 +214,10 @@ void HttpServer::set_on_drain(std::function<void()> on_drain) {
   impl_->hooks = DrainHooks{std::move(on_drain), {}, {}};
 }
 
-void HttpServer::set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve) {
+void HttpServer::set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve,
+                             std::function<uint64_t()> generation) {
   if (impl_->ran.load()) throw std::logic_error("HttpServer::set_callers after run");
+  impl_->state->callers_generation = std::move(generation);
   impl_->state->resolve = [resolve = std::move(resolve)](std::string_view authorization) {
     try {
       return resolve(authorization);

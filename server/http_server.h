@@ -116,8 +116,13 @@ class HttpServer {
   // an upload that would pass it is answered 429 quota_exceeded at once,
   // before the rest of its body is read. The charge is handed to the
   // request (HttpRequest::body_charge). What `resolve` throws is taken as
-  // no caller. Call before run().
-  void set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve);
+  // no caller. `generation` (may be null) is what resolve's answers depend
+  // on: while it and a connection's Authorization header stay the same,
+  // the connection's next request keeps its last caller (the header
+  // compared in constant time) instead of hashing the token again. Call
+  // before run().
+  void set_callers(std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve,
+                   std::function<uint64_t()> generation = nullptr);
 
   // Serves GET /v1/stream WebSocket upgrades from `streams`. Set before run().
   void set_stream_service(std::shared_ptr<StreamService> streams);

@@ -51,6 +51,13 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // returns whether it moved (after_header then runs on the new strand).
   // Nothing is pending on the socket when it is called.
   bool move_to_lane(const std::string& lane_name);
+  // Who sent the request (server/caller.h), through ServerState::resolve;
+  // the connection's last caller when its header and the tenants'
+  // generation are the same. Null without a resolver.
+  std::shared_ptr<const Caller> resolve_caller(std::string_view authorization);
+  std::shared_ptr<const Caller> last_caller_;
+  std::string last_authorization_;
+  uint64_t last_caller_generation_ = 0;
   void on_continue_sent(beast::error_code ec, std::size_t bytes);
   void do_read_body();
   void on_read_body(beast::error_code ec, std::size_t bytes);

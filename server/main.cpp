@@ -353,9 +353,11 @@ int main(int argc, char** argv) {
     // Who sent a request, once per request: its lane, the account a tensor
     // upload counts against as it arrives (its tenant's memory quota), and
     // the tenant its routes serve.
-    server.set_callers([&tenants](std::string_view authorization) {
-      return std::make_shared<const Caller>(resolve_caller(authorization, tenants));
-    });
+    server.set_callers(
+        [&tenants](std::string_view authorization) {
+          return std::make_shared<const Caller>(resolve_caller(authorization, tenants));
+        },
+        [&tenants] { return tenants.generation(); });
     server.set_stream_service(std::make_shared<StreamService>(&engine, &tenants));
     std::string host = sopt.host.find(':') != std::string::npos ? "[" + sopt.host + "]" : sopt.host;
     // The line scripts wait for ends with the URL (they split it off the

@@ -33,6 +33,10 @@ struct ServerState {
   // account its body is charged to); null function: no one (no lanes, no
   // body accounts; routes authenticate by the header).
   std::function<std::shared_ptr<const Caller>(std::string_view authorization)> resolve;
+  // What resolve's answers depend on (the tenants' generation); a session
+  // keeps its last caller while this and the Authorization header stay the
+  // same. Null: every request resolved anew.
+  std::function<uint64_t()> callers_generation;
   // Runs a request's task (an offloaded handler, the start of an async
   // one with a large body, a large answer's encoding) on its caller's lane
   // (HttpServer::set_lanes), else on the handler pool. Null: no pool (the

@@ -197,6 +197,17 @@ TEST(TenantRegistryReload, RemovedTenantComesBackWithItsTensors) {
   EXPECT_TRUE(bob->store.get("kept").has_value());
 }
 
+TEST(TenantRegistryReload, EachAppliedReloadMovesTheGenerationARefusedOneDoesNot) {
+  TenantRegistry reg(base_config());
+  EXPECT_EQ(reg.generation(), 0u);
+  reg.reload(base_config());
+  EXPECT_EQ(reg.generation(), 1u) << "even an unchanged config: lookups cached before it are not trusted";
+  ServerConfig bad = base_config();
+  bad.tenants[1].partition = "interactive";  // a tenant may not change partition
+  EXPECT_THROW(reg.reload(bad), Error);
+  EXPECT_EQ(reg.generation(), 1u);
+}
+
 TEST(TenantRegistryReload, RefusalChangesNothing) {
   TenantRegistry reg(base_config());
   ServerConfig moved = base_config();

@@ -18,6 +18,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -218,6 +219,59 @@ TEST(HttpServerLanes, ConnectionsMoveToTheirTenantsLane) {
   EXPECT_EQ(answers[2], "200 " + lane_a + "|" + std::to_string(body.size())) << "a body read on the lane";
   EXPECT_EQ(answers[3], "200 " + lane_a) << "a request naming no lane leaves it where it is";
   EXPECT_EQ(answers[4], "200 " + lane_b) << "another tenant's lane: moved again";
+
+  server.request_stop();
+  t.join();
+}
+
+// A connection keeps its last caller while its Authorization header and
+// the callers' generation (the tenants: a reload moves it) stay the same:
+// one token lookup per connection, not per request. The route sees the
+// caller either way.
+TEST(HttpServerLanes, AConnectionResolvesItsCallerOnceWhileHeaderAndGenerationHold) {
+  auto router = std::make_shared<Router>();
+  router->add("GET", "/who", [](HttpRequest& req) { return text(req.who ? req.who->lane : std::string("none")); });
+  ServerOptions opts;
+  opts.port = 0;
+  opts.io_threads = 1;
+  HttpServer server(opts, router);
+  std::atomic<int> resolved{0};
+  std::atomic<uint64_t> generation{7};
+  server.set_callers(
+      [&resolved](std::string_view auth) {
+        ++resolved;
+        return caller_on(std::string(auth));
+      },
+      [&generation] { return generation.load(); });
+  std::thread t([&server] { server.run(); });
+
+  auto get = [](const std::string& auth) { return raw_request("GET", "/who", auth, ""); };
+  auto answers = requests_on_one_connection(server.port(), {get("Bearer a"), get("Bearer a"), get("Bearer a")});
+  EXPECT_EQ(answers, (std::vector<std::string>{"200 Bearer a", "200 Bearer a", "200 Bearer a"}));
+  EXPECT_EQ(resolved.load(), 1) << "one lookup for the connection's three requests";
+
+  resolved = 0;
+  answers = requests_on_one_connection(server.port(), {get("Bearer a"), get("Bearer b"), get("Bearer b"), get("")});
+  EXPECT_EQ(answers, (std::vector<std::string>{"200 Bearer a", "200 Bearer b", "200 Bearer b", "200 "}));
+  EXPECT_EQ(resolved.load(), 3) << "a new connection, then each change of header";
+
+  resolved = 0;
+  std::vector<std::string> around;
+  {
+    net::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server.port()));
+    boost::beast::flat_buffer buf;
+    for (int i = 0; i < 3; ++i) {
+      if (i == 1) generation = 8;  // a reload between the first and second request
+      net::write(s, net::buffer(get("Bearer a")));
+      http::response<http::string_body> res;
+      http::read(s, buf, res);
+      around.push_back(res.body());
+    }
+  }
+  EXPECT_EQ(around, (std::vector<std::string>{"Bearer a", "Bearer a", "Bearer a"}));
+  EXPECT_EQ(resolved.load(), 2) << "the reload's new generation resolves again, once";
 
   server.request_stop();
   t.join();

@@ -26,7 +26,8 @@ help:
 	@echo "                      tests asan does not run, the clang ASan+UBSan build (server, unit tests, fuzz targets) with the"
 	@echo "                      integration suite against its server, TSan unit tests, the fuzzers"
 	@echo "make test-all         make test, then the integration suite again against the Release server"
-	@echo "make unit | integration (Release server) | asan | tsan | fuzz | gpu | bench | debug | clean"
+	@echo "make unit | integration (Release server) | asan | tsan | fuzz | gpu | debug | clean"
+	@echo "make bench            the benchmarks (bench/*.py) against torch 2.15 from PyPI and Debian's 1.13"
 	@echo "make pytools | torch-venv   the test venvs from PyPI (tritonclient, perf_analyzer, mypy, ...; torch 2.15)"
 	@echo "make format | format-check | tidy   clang-format, its check and the file-size check, clang-tidy"
 
@@ -146,9 +147,12 @@ test: deps
 
 test-all: test integration
 
-bench: build
-	@if [ -x build/bench/tensord_bench ]; then ./build/bench/tensord_bench; fi
-	@for b in bench/*.py; do [ -f "$$b" ] && $(PY) $$b || true; done
+# The benchmarks race today's torch (PyPI's 2.15, build/torch-venv) with
+# Debian's 1.13 beside it as the old column (bench/benchlib.py torch_peers).
+bench: build torch-venv
+	cmake --build build -j$(JOBS) --target bench/all
+	@for b in bench/*.py; do case $$b in */benchlib.py|*/torch_peer.py) continue;; esac; \
+	  $(PY) $$b || true; done
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')

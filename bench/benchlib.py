@@ -1,7 +1,7 @@
 """What the bench scripts share: starting the real binary on a free
 loopback port (and waiting for it to be ready), config files and tokens,
-a process's RSS, percentiles, and rewriting their own section of
-bench/README.md."""
+a process's RSS, percentiles, the torch interpreters to compare against,
+and rewriting their own section of bench/README.md."""
 
 import hashlib
 import json
@@ -13,6 +13,42 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+REPO = os.path.dirname(HERE)
+
+# The torches the benchmarks race, newest first: PyPI's (build/torch-venv,
+# scripts/install-torch.sh: `make torch-venv`), the peer, and Debian's
+# python3-torch (1.13), kept as the old column so a reader sees what the
+# change of peer changed.
+TORCH_PYTHONS = [os.path.join(REPO, "build", "torch-venv", "bin", "python"), "/usr/bin/python3"]
+
+
+def torch_peers():
+    """[(label, python)] of the interpreters in TORCH_PYTHONS that import
+    torch, newest first; the label is "torch <version>". One that does not
+    is left out with a printed reason."""
+    peers = []
+    for py in TORCH_PYTHONS:
+        if not os.access(py, os.X_OK):
+            print("torch peer: %s not there (make torch-venv)" % py)
+            continue
+        p = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            print("torch peer: %s cannot import torch: %s" % (py, p.stderr.strip()[-200:]))
+            continue
+        peers.append(("torch " + p.stdout.strip().split("+")[0], py))
+    return peers
+
+
+def run_torch_peer(python, *args, timeout=1800):
+    """bench/torch_peer.py under `python` with `args`; its JSON answer."""
+    p = subprocess.run([python, os.path.join(HERE, "torch_peer.py")] + [str(a) for a in args], capture_output=True,
+                       text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise SystemExit("torch_peer.py under %s failed: %s" % (python, p.stderr[-2000:]))
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def start_server(binary, args=(), tail=None, timeout=60.0):

@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """Batched eigh: tensord's CPU kernel vs torch.linalg.eigh vs numpy.linalg.eigh.
 
-Same float32 inputs for all three (symmetric, seeded), median of REPS runs
-each, eigenvectors included; then the whole round trip through the Python
-client (safetensors over HTTP to a fresh build/tensord) against torch called
-locally. Builds nothing: expects build/ (``make bench`` builds it first).
+Same float32 inputs for all (symmetric, seeded), median of REPS runs each,
+eigenvectors included; torch is every torch benchlib.torch_peers finds
+(PyPI's 2.15, the peer; Debian's 1.13, the old column), each in its own
+interpreter (bench/torch_peer.py) in the same run. Then the whole round
+trip through the Python client (safetensors over HTTP to a fresh
+build/tensord) against the peer torch called locally. Builds nothing:
+expects build/ (``make bench`` builds it first).
 
 Environment: TENSORD_BUILD (default <repo>/build), EIGH_REPS (default 7).
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, where set, are dropped for this one
@@ -24,7 +27,6 @@ if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BUILD = os.environ.get("TENSORD_BUILD", os.path.join(REPO, "build"))
@@ -33,6 +35,8 @@ CASES = [(10000, 8), (10000, 16), (10000, 32), (1000, 64), (100, 256)]
 THREADS = 2
 
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from benchlib import run_torch_peer, torch_peers  # noqa: E402
 from tensord import Client  # noqa: E402
 
 
@@ -91,25 +95,36 @@ class Server:
         self.proc.wait(30)
 
 
+def peer_ms(peers, a):
+    """Each peer's median ms of torch.linalg.eigh(a), in its own interpreter."""
+    with tempfile.NamedTemporaryFile(suffix=".npy") as f:
+        np.save(f.name, a)
+        return [run_torch_peer(py, "eigh", "--npy", f.name, "--reps", REPS, "--threads", THREADS)["result"]["ms"]
+                for _, py in peers]
+
+
 def main():
-    torch.set_num_threads(THREADS)
-    print("batched eigh, float32, eigenvalues + eigenvectors; median of %d runs (ms); torch %s with %d threads, "
-          "numpy %s" % (REPS, torch.__version__, THREADS, np.__version__))
-    hdr = "%-12s %10s %10s %10s %10s %10s  %s" % ("batch x n", "tensord", "torch", "numpy", "vs torch", "vs numpy",
-                                                 "kernel (max residual)")
+    peers = torch_peers()
+    if not peers:
+        sys.exit("bench/eigh.py: no interpreter with torch (make torch-venv; Debian: python3-torch)")
+    labels = [label for label, _ in peers]
+    print("batched eigh, float32, eigenvalues + eigenvectors; median of %d runs (ms); %s with %d threads, "
+          "numpy %s" % (REPS, ", ".join(labels), THREADS, np.__version__))
+    hdr = "%-12s %10s " % ("batch x n", "tensord") + " ".join("%12s" % l for l in labels) + " %10s " % "numpy" + \
+        " ".join("%15s" % ("vs " + l) for l in labels) + " %10s  %s" % ("vs numpy", "kernel (max residual)")
     print(hdr)
     print("-" * len(hdr))
     for batch, n in CASES:
         a = inputs(batch, n)
         t_ms, isa, res = tensord_kernel_ms(a)
-        ta = torch.from_numpy(a)
-        torch_ms = median_ms(lambda: torch.linalg.eigh(ta))
+        torch_ms = peer_ms(peers, a)
         numpy_ms = median_ms(lambda: np.linalg.eigh(a))
-        print("%-12s %10.2f %10.2f %10.2f %9.1fx %9.1fx  %s (%.1e)" % ("%dx%d" % (batch, n), t_ms, torch_ms, numpy_ms,
-                                                                     torch_ms / t_ms, numpy_ms / t_ms, isa, res))
+        print("%-12s %10.2f " % ("%dx%d" % (batch, n), t_ms) + " ".join("%12.2f" % m for m in torch_ms) +
+              " %10.2f " % numpy_ms + " ".join("%14.1fx" % (m / t_ms) for m in torch_ms) +
+              " %9.1fx  %s (%.1e)" % (numpy_ms / t_ms, isa, res))
         sys.stdout.flush()
 
-    # The whole round trip from the Python client vs torch called locally.
+    # The whole round trip from the Python client vs the peer torch called locally.
     batch, n = 10000, 16
     a = inputs(batch, n, seed=1)
     srv = Server()
@@ -120,11 +135,11 @@ def main():
         rt_ms = median_ms(lambda: c.eigh(a))
     finally:
         srv.stop()
-    ta = torch.from_numpy(a)
-    torch_ms = median_ms(lambda: torch.linalg.eigh(ta))
+    torch_ms = peer_ms(peers, a)
     print()
-    print("client round trip (safetensors over HTTP), %dx%dx%d float32: tensord %.2f ms, local torch %.2f ms: "
-          "%.1fx (max |A v - v w| %.1e)" % (batch, n, n, rt_ms, torch_ms, torch_ms / rt_ms, resid))
+    print("client round trip (safetensors over HTTP), %dx%dx%d float32: tensord %.2f ms; local %s (max |A v - v w| "
+          "%.1e)" % (batch, n, n, rt_ms, ", ".join("%s %.2f ms: %.1fx" % (l, m, m / rt_ms)
+                                                    for l, m in zip(labels, torch_ms)), resid))
 
 
 if __name__ == "__main__":

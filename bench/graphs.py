@@ -35,7 +35,7 @@ import time
 
 import requests
 
-from benchlib import start_server
+from benchlib import run_torch_peer, start_server, torch_peers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -108,24 +108,14 @@ def loop_inputs(trips):
             "n": {"dtype": "int64", "shape": [], "data": trips}}
 
 
-def torch_loop_us(trips, reps=7):
+def torch_loop_us(trips):
     """The same loop in eager PyTorch on the CPU (one thread, as a notebook's
-    small-tensor loop runs), per trip; None without torch."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    torch.set_num_threads(1)
-    ts = []
-    for _ in range(reps):
-        x = torch.ones(N)
-        t0 = time.perf_counter()
-        i = 0
-        while i < trips:
-            i += 1
-            x = x * 1.0001 + 0.5
-        ts.append((time.perf_counter() - t0) / trips * 1e6)
-    return statistics.median(ts)
+    small-tensor loop runs), per trip, under each torch peer
+    (benchlib.torch_peers: PyPI's 2.15 first, then Debian's 1.13):
+    [(label, us)]."""
+    return [("%s eager (CPU, 1 thread)" % label,
+             run_torch_peer(py, "loop", "--numel", N, "--trips", trips, "--threads", 1)["result"]["us_per_trip"])
+            for label, py in torch_peers()]
 
 
 def server_ms(r):
@@ -268,7 +258,9 @@ def main():
                     body["program"] = lp
                 pts[t] = timed(c, [(path, body)], 15, blocks=3, warm=2)[0]["run"]
             trips[route] = (pts[5000] - pts[1000]) / 4000 * 1e3
-        trips["torch eager (CPU, 1 thread)"] = torch_loop_us(5000)
+        peers = torch_loop_us(5000)
+        for label, us in peers:
+            trips[label] = us
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -315,9 +307,9 @@ def main():
     print("captured while_loop (body: i + 1, x * 1.0001 + 0.5 on float32[%d]), us per trip (job run_ms slope "
           "between 1000 and 5000 trips; torch: a Python loop of the same ops):" % N)
     print()
-    print("| path | us per trip | vs torch eager |")
+    print("| path | us per trip | vs %s |" % (peers[0][0] if peers else "torch eager"))
     print("|---|---:|---:|")
-    t_torch = trips.get("torch eager (CPU, 1 thread)")
+    t_torch = peers[0][1] if peers else None
     for name, us in trips.items():
         if us is None:
             continue

@@ -5,8 +5,11 @@ memory-bandwidth floor, in one run (DESIGN.md "Performance targets").
 16M float32 parameters as 4 tensors. tensord's time is the registered "cpu"
 kernel (bench/optim_kernel.cpp: validation, allocation of the new buffers,
 the fused pass), median of the runs; torch's is optimizer.step() with
-foreach=True and foreach=False, torch.set_num_threads(2), median of the
-runs. The floor is the bytes one pass must move (every parameter, gradient
+fused=True (torch's fused CPU kernels, 2.4+), foreach=True and
+foreach=False, torch.set_num_threads(2), median of the runs, for each torch
+benchlib.torch_peers finds (PyPI's 2.15, the peer, and Debian's 1.13, the
+old column), each in its own interpreter (bench/torch_peer.py) in the same
+run. The floor is the bytes one pass must move (every parameter, gradient
 and state element read once, every new parameter and state element written
 once) over the copy bandwidth measured in the same run (the faster of glibc
 memcpy and a streaming-store copy, 2 threads).
@@ -36,7 +39,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import start_server, write_readme_section
+from benchlib import run_torch_peer, start_server, torch_peers, write_readme_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -75,42 +78,37 @@ def kernel_bench(binary, reps, numel, tensors, mallopt):
 
 
 def torch_bench(reps, numel, tensors):
-    import torch
-    torch.set_num_threads(2)
-    per = numel // tensors
-    out = {}
-    for label, cls, kw in CASES:
-        for foreach in (True, False):
-            g = torch.Generator().manual_seed(0)
-            ps = [torch.nn.Parameter(torch.randn(per, generator=g)) for _ in range(tensors)]
-            for p in ps:
-                p.grad = torch.randn(per, generator=g)
-            opt = getattr(torch.optim, cls)(ps, foreach=foreach, **kw)
-            times = []
-            for r in range(reps + 2):
-                t0 = time.perf_counter()
-                opt.step()
-                if r >= 2:
-                    times.append(time.perf_counter() - t0)
-            out[(label, foreach)] = statistics.median(times) * 1e3
-            del opt, ps
-    return out, torch.__version__
+    """[(label, {case: {"foreach", "single", "fused"} ms or None})], one per torch peer, newest first."""
+    return [(label, run_torch_peer(py, "optim", "--numel", numel, "--tensors", tensors, "--reps", reps,
+                                   "--threads", 2)["result"]) for label, py in torch_peers()]
 
 
-def table(copy, steps, tuned, torch_ms, torch_version):
+def best(row):
+    return min(v for k, v in row.items() if k in ("foreach", "single", "fused") and v is not None)
+
+
+def table(copy, steps, tuned, peers):
+    """peers: torch_bench's list; the first is the peer the speedup is against."""
+    fmt = lambda v: "-" if v is None else "%.1f" % v  # noqa: E731
     lines = []
     lines.append("copy bandwidth (2 threads, read+write): memcpy %.1f GB/s, streaming %.1f GB/s; AVX2 loop: %s; "
-                 "torch %s" % (copy["memcpy_GBps"], copy["stream_GBps"], copy["avx2"], torch_version))
+                 "%s" % (copy["memcpy_GBps"], copy["stream_GBps"], copy["avx2"], ", ".join(p[0] for p in peers)))
     lines.append("")
-    lines.append("| optimizer | tensord ms (plain malloc) | tensord ms (server allocator) | torch foreach ms | torch single ms | "
-                 "speedup vs best torch (server allocator) | tensord GB/s | floor ms | x floor | x floor (server allocator) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    cols = ["optimizer", "tensord ms (plain malloc)", "tensord ms (server allocator)"]
+    for label, _ in peers:
+        cols += ["%s fused ms" % label, "%s foreach ms" % label, "%s single ms" % label,
+                 "speedup vs best %s" % label]
+    cols += ["tensord GB/s", "floor ms", "x floor", "x floor (server allocator)"]
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "---|" * len(cols))
     for label, _, _ in CASES:
         s, t = steps[label], tuned[label]
-        best_torch = min(torch_ms[(label, True)], torch_ms[(label, False)])
-        lines.append("| %s | %.2f | %.2f | %.1f | %.1f | %.1fx | %.1f | %.2f | %.2f | %.2f |" % (
-            label, s["ms"], t["ms"], torch_ms[(label, True)], torch_ms[(label, False)], best_torch / t["ms"],
-            s["GBps"], s["floor_ms"], s["vs_floor"], t["ms"] / t["floor_ms"]))
+        cells = [label, "%.2f" % s["ms"], "%.2f" % t["ms"]]
+        for _, res in peers:
+            row = res[label]
+            cells += [fmt(row["fused"]), fmt(row["foreach"]), fmt(row["single"]), "%.1fx" % (best(row) / t["ms"])]
+        cells += ["%.1f" % s["GBps"], "%.2f" % s["floor_ms"], "%.2f" % s["vs_floor"], "%.2f" % (t["ms"] / t["floor_ms"])]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -297,14 +295,13 @@ def main():
     if args.server_only:
         print(server_table(server_bench(tensord, binary, args.server_reps, args.numel, args.tensors), args.server_reps))
         return 0
-    try:
-        torch_ms, torch_version = torch_bench(args.reps, args.numel, args.tensors)
-    except ImportError:
-        print("optim: torch not installed (Debian: python3-torch); skipping")
+    peers = torch_bench(args.reps, args.numel, args.tensors)
+    if not peers:
+        print("optim: no interpreter with torch (make torch-venv; Debian: python3-torch); skipping")
         return 0
     copy, steps = kernel_bench(binary, args.reps, args.numel, args.tensors, mallopt=False)
     _, tuned = kernel_bench(binary, args.reps, args.numel, args.tensors, mallopt=True)
-    text = table(copy, steps, tuned, torch_ms, torch_version)
+    text = table(copy, steps, tuned, peers)
     intro = ("%dM float32 parameters as %d tensors; median of %d steps. `server allocator`: buffers come from "
              "the CPU backend as in the server, whose block cache returns already-mapped buffers of the same size "
              "class; `plain malloc`: a fresh aligned_alloc per buffer, whose pages the kernel must fault in and "

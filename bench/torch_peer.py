@@ -7,13 +7,16 @@ benchmark run measures both. Prints one JSON line.
     PYTHON bench/torch_peer.py optim --numel N --tensors T --reps R --threads 2
     PYTHON bench/torch_peer.py eigh --npy FILE --reps R --threads 2
     PYTHON bench/torch_peer.py loop --numel N --trips T --reps R --threads 1
+    PYTHON bench/torch_peer.py ops --numel N --mm n --reps R --threads 2
 
 optim: each case of bench/optim.py as optimizer.step() with foreach=True,
 foreach=False and fused=True (where this torch has a fused CPU kernel for
 it: torch 2.4+; null otherwise), median ms of `reps` steps after two
 warm-up steps. eigh: torch.linalg.eigh of the array, median ms. loop:
 bench/graphs.py's captured while_loop as a Python loop of eager ops (i + 1,
-x * 1.0001 + 0.5 on float32[numel]), median us per trip.
+x * 1.0001 + 0.5 on float32[numel]), median us per trip. ops: bench/ops.py's
+cases (add, mul, exp, sum on float32[numel]; matmul of two [mm, mm]), out
+of place, and into a result allocated once (out=), median ms.
 """
 
 import argparse
@@ -82,18 +85,32 @@ def loop(a):
     return {"us_per_trip": statistics.median(ts)}
 
 
+def ops(a):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(a.numel, generator=g), torch.randn(a.numel, generator=g)
+    m1, m2 = torch.randn(a.mm, a.mm, generator=g), torch.randn(a.mm, a.mm, generator=g)
+    out, mout = torch.empty(a.numel), torch.empty(a.mm, a.mm)
+    cases = {"add": lambda: torch.add(x, y), "mul": lambda: torch.mul(x, y), "exp": lambda: torch.exp(x),
+             "sum": lambda: torch.sum(x), "matmul": lambda: torch.matmul(m1, m2),
+             # into a result allocated once (out=): no fresh pages per call
+             "add_out": lambda: torch.add(x, y, out=out), "mul_out": lambda: torch.mul(x, y, out=out),
+             "exp_out": lambda: torch.exp(x, out=out), "matmul_out": lambda: torch.matmul(m1, m2, out=mout)}
+    return {name: median_ms(fn, a.reps) for name, fn in cases.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["optim", "eigh", "loop"])
+    ap.add_argument("what", choices=["optim", "eigh", "loop", "ops"])
     ap.add_argument("--numel", type=int, default=16 << 20)
     ap.add_argument("--tensors", type=int, default=4)
     ap.add_argument("--npy")
     ap.add_argument("--trips", type=int, default=5000)
+    ap.add_argument("--mm", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    res = {"optim": optim, "eigh": eigh, "loop": loop}[a.what](a)
+    res = {"optim": optim, "eigh": eigh, "loop": loop, "ops": ops}[a.what](a)
     print(json.dumps({"version": torch.__version__, "threads": a.threads, "result": res}))
 
 

@@ -72,13 +72,19 @@ std::string describe(const HttpRequest& req) {
   return req.method + " " + t;
 }
 
+// The error shape the server answers `req` in (API.md 2; 11: {"error":
+// "<message>"} on /v2 routes), as HttpSession::call_handler picks it.
+ErrorStyle style_of(const HttpRequest& req) {
+  return error_style_for(req.path.empty() ? req.target : req.path);
+}
+
 // Answers as HttpSession::guarded does, except that a non-tensord exception
 // (a 500 in the server) is a bug here.
 HttpResponse guarded(const std::function<HttpResponse()>& f, const HttpRequest& req) {
   try {
     return f();
   } catch (const Error& e) {
-    return error_reply(e, req.request_id);
+    return error_reply(e, req.request_id, 0, style_of(req));
   } catch (const std::exception& e) {
     fail(describe(req) + ": a handler threw a non-tensord exception: " + e.what());
   } catch (...) {
@@ -175,6 +181,12 @@ void check_response(const HttpRequest& req, const HttpResponse& res) {
     check(json, who + ": error reply of type " + res.content_type);
     rapidjson::Document d;
     expect_no_throw("parsing an error reply", [&] { parse_json(res.body, d, "reply"); });
+    if (style_of(req) == ErrorStyle::kKServe) {
+      // KServe's shape (API.md 11): a message, nothing else to check.
+      check(d.IsObject() && d.HasMember("error") && d["error"].IsString() && d["error"].GetStringLength() > 0,
+            who + ": no KServe error message: " + res.body);
+      return;
+    }
     check(d.IsObject() && d.HasMember("error") && d["error"].IsObject(), who + ": no error object: " + res.body);
     const auto& e = d["error"];
     check(e.HasMember("code") && e["code"].IsString() && e.HasMember("message") && e["message"].IsString() &&

@@ -21,6 +21,13 @@
 
 namespace tensord {
 
+// The program of work that is not one (a capture, a step over ranks that
+// runs no program): no nodes, no outputs.
+inline const CompiledProgram& empty_program() {
+  static const CompiledProgram kNone;
+  return kNone;
+}
+
 class Executable {
  public:
   virtual ~Executable() = default;

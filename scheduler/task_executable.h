@@ -20,10 +20,7 @@ class TaskExecutable final : public Executable {
     task_(opts);
     return {};
   }
-  const CompiledProgram& program() const override {
-    static const CompiledProgram kNone;
-    return kNone;
-  }
+  const CompiledProgram& program() const override { return empty_program(); }
   bool commits() const override { return false; }
 
  private:

@@ -143,23 +143,22 @@ void HttpSession::on_read_header(beast::error_code ec, std::size_t) {
   }
   // Who sent it: one token lookup for the lane, the body's charge and the
   // route (server/caller.h).
-  who_ = resolve_caller(field_value(msg, "authorization"));
+  who_ = caller_for(field_value(msg, "authorization"));
   if (state_->lane_pool && who_ && move_to_lane(who_->lane)) return;
   after_header();
 }
 
-std::shared_ptr<const Caller> HttpSession::resolve_caller(std::string_view authorization) {
+std::shared_ptr<const Caller> HttpSession::caller_for(std::string_view authorization) {
   if (!state_->resolve) return nullptr;
   // A keep-alive client sends the same token every time: its caller is
   // kept while the tenants are the same (a reload moves the generation).
   // Constant time: behind a proxy one connection carries many tenants.
-  if (state_->callers_generation && last_caller_) {
-    const uint64_t gen = state_->callers_generation();
-    if (gen == last_caller_generation_ && constant_time_equal(authorization, last_authorization_)) {
-      return last_caller_;
-    }
+  const bool keep = static_cast<bool>(state_->callers_generation);
+  const uint64_t gen = keep ? state_->callers_generation() : 0;
+  if (keep && last_caller_ && gen == last_caller_generation_ &&
+      constant_time_equal(authorization, last_authorization_)) {
+    return last_caller_;
   }
-  const uint64_t gen = state_->callers_generation ? state_->callers_generation() : 0;
   last_caller_ = state_->resolve(authorization);
   last_authorization_.assign(authorization);
   last_caller_generation_ = gen;

@@ -54,7 +54,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // Who sent the request (server/caller.h), through ServerState::resolve;
   // the connection's last caller when its header and the tenants'
   // generation are the same. Null without a resolver.
-  std::shared_ptr<const Caller> resolve_caller(std::string_view authorization);
+  std::shared_ptr<const Caller> caller_for(std::string_view authorization);
   std::shared_ptr<const Caller> last_caller_;
   std::string last_authorization_;
   uint64_t last_caller_generation_ = 0;

@@ -18,8 +18,7 @@ SpmdExecutable::SpmdExecutable(std::shared_ptr<const SpmdPlan> plan, const JobSp
 }
 
 const CompiledProgram& SpmdExecutable::program() const {
-  static const CompiledProgram kNone;
-  return plan_->programs.empty() ? kNone : *plan_->programs[0];
+  return plan_->programs.empty() ? empty_program() : *plan_->programs[0];
 }
 
 ExecResult SpmdExecutable::run(const std::map<std::string, Tensor>& /*inputs*/, const ExecOptions& opts) {

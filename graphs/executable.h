@@ -12,6 +12,8 @@
 // at a time for a given job.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 
@@ -41,6 +43,28 @@ class Executable {
   // False for work whose effects are its own (a capture stores its graph):
   // the engine commits nothing for it and answers no outputs.
   virtual bool commits() const { return true; }
+
+  // How long its runs take lately: the engine reports each run's time
+  // (ran_for) and this follows their peak, decaying by a tenth a run, so
+  // one slow run is remembered for a while. The engine runs work that is
+  // known to be short at once on the thread that submits it
+  // (JobScheduler::submit_or_run); negative until it has run, as for work
+  // made for one job (a /v1/run program, an SPMD step). Thread-safe.
+  double typical_run_seconds() const { return typical_.load(std::memory_order_relaxed); }
+  // An estimate before the first run (the engine's, for a program made
+  // for one job: from its size); ignored once it has run.
+  void expect_run_seconds(double seconds) {
+    double unknown = -1.0;
+    typical_.compare_exchange_strong(unknown, seconds, std::memory_order_relaxed);
+  }
+  void ran_for(double seconds) {
+    const double t = typical_.load(std::memory_order_relaxed);
+    // Two runs reporting at once may lose one report: it is an estimate.
+    typical_.store(t < 0 ? seconds : std::max(seconds, 0.9 * t), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<double> typical_{-1.0};
 };
 
 }  // namespace tensord

@@ -2,7 +2,10 @@
 // (`<time> <level> <message> key=value ...`) or as one JSON object per line
 // (--log-format json), below a minimum level (--log-level). Written through
 // spdlog (Debian's libspdlog-dev); this header keeps spdlog out of the
-// includers. Thread-safe once configured: configure() runs before threads.
+// includers. Info and debug lines are held up to 20 ms (or 64 KiB) and
+// written together; a warning or an error is written at once with what
+// was held, and everything held is written at exit. Thread-safe once
+// configured: configure() runs before threads.
 #pragma once
 
 #include <concepts>
@@ -23,6 +26,8 @@ bool parse_format(std::string_view s, Format& out);
 // Sets the format and the lowest level written (default: text, info).
 void configure(Format format, Level min_level);
 bool enabled(Level level);
+// Writes what is held now.
+void flush();
 
 // One field of an event: a string (quoted where needed) or a number.
 struct Field {

@@ -29,6 +29,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
     : backend_(std::move(backend)), config_(config) {
   validate_config(config_);
   devices_ = backend_->devices();  // fixed for the process; asking reads /proc
+  cpu_only_ = devices_.empty() || devices_[0].device.type == DeviceType::kCPU;
   // On CUDA each local rank has a GPU of its own (API.md 8): checked before
   // any thread starts.
   TENSORD_CHECK(backend_->name() != "cuda" || opts.ranks <= static_cast<int>(devices_.size()), kInvalidArgument,
@@ -148,6 +149,26 @@ std::vector<int> Engine::partition_cpus(const std::string& partition) const {
   }
 }
 
+namespace {
+
+// A program whose run is short whatever its data: a few nodes, no control
+// flow (a loop's trip count is data), every value small (so an O(n^3)
+// kernel is small too). Such a fresh /v1/run program may run on the
+// submitting thread (Engine::kRunHereSeconds) before it has a history.
+bool is_small(const CompiledProgram& cp) {
+  constexpr size_t kMostNodes = 32;
+  constexpr size_t kMostBytes = 16 << 10;
+  if (cp.nodes.size() > kMostNodes) return false;
+  for (const BoundNode& b : cp.nodes) {
+    if (b.control) return false;
+  }
+  size_t bytes = 0;
+  for (const ValueInfo& v : cp.values) bytes += v.meta.nbytes();
+  return bytes <= kMostBytes;
+}
+
+}  // namespace
+
 std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
@@ -159,8 +180,10 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
     w->spec = std::move(spec);
     w->exec = spmd_executable(std::move(plan), w->spec, nullptr);
   } else {
-    w->exec = std::make_shared<ProgramExecutable>(
-        std::make_shared<const CompiledProgram>(compile_program(spec.program, input_metas, stored_lookup)));
+    auto cp = std::make_shared<const CompiledProgram>(compile_program(spec.program, input_metas, stored_lookup));
+    const bool small = is_small(*cp);
+    w->exec = std::make_shared<ProgramExecutable>(std::move(cp));
+    if (small) w->exec->expect_run_seconds(0);
     w->spec = std::move(spec);
   }
   return enqueue(tenant, w);
@@ -168,7 +191,7 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
 
 std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>& w) {
   prepare(tenant, w);
-  return submit_prepared(tenant, w);
+  return submit_prepared(tenant, w, true);
 }
 
 void Engine::prepare(Tenant& tenant, const std::shared_ptr<Work>& w) {
@@ -208,7 +231,7 @@ void Engine::prepare(Tenant& tenant, const std::shared_ptr<Work>& w) {
                                  spec.request_id);
 }
 
-std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w) {
+std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w, bool may_run_here) {
   const auto deadline = w->deadline;
   const int priority = w->spec.priority;
   // Both callbacks own the job: the scheduler may drop `run` before it
@@ -218,11 +241,18 @@ std::shared_ptr<Job> Engine::submit_prepared(Tenant& tenant, const std::shared_p
   // Metrics and trace are recorded as the job ends, before its caller is
   // answered (a client reading /metrics right after its reply sees them).
   job->set_on_final([this](const Job& j) { record_end(j); });
+  // Work that ran short lately runs at once on this thread when its
+  // partition is idle (submit_or_run: its cores, its slot): for a tiny
+  // replay the hand-offs to a runner and back cost more than the run. On
+  // the CPU backend only: a device's jobs keep their runner's stream.
+  const double typical = w->exec->typical_run_seconds();
+  const bool here = may_run_here && cpu_only_ && typical >= 0 && typical <= kRunHereSeconds;
   uint64_t sid = 0;
   try {
-    sid = scheduler_->submit(
-        tenant.name, priority, deadline, [this, w](const PartitionContext& pc) { execute(w, pc); },
-        [job](const Error& e) { job->fail(e); });
+    auto run = [this, w](const PartitionContext& pc) { execute(w, pc); };
+    auto fail = [job](const Error& e) { job->fail(e); };
+    sid = here ? scheduler_->submit_or_run(tenant.name, priority, deadline, std::move(run), std::move(fail))
+               : scheduler_->submit(tenant.name, priority, deadline, std::move(run), std::move(fail));
   } catch (...) {
     job->set_on_final(nullptr);  // never queued: not a job that ran or ended
     engine_trace::job_rejected(*job);
@@ -284,7 +314,9 @@ void Engine::execute(const std::shared_ptr<Work>& wp, const PartitionContext& pc
     // The job's stream orders its memory and host copies (a device's); the
     // values below are released while it is bound.
     ThreadStreamBinding bound(sp ? backend_.get() : nullptr, eo.ctx.stream);
+    const auto ran_from = std::chrono::steady_clock::now();
     ExecResult er = w.exec->run(w.spec.inputs, eo);
+    w.exec->ran_for(std::chrono::duration<double>(std::chrono::steady_clock::now() - ran_from).count());
     // A device's kernels run asynchronously on the job's stream: done
     // before their results are committed, returned or read by other jobs.
     if (!devices_.empty() && devices_[0].device.type != DeviceType::kCPU) backend_->synchronize(eo.ctx.stream);

@@ -185,14 +185,21 @@ class Engine {
   // Checks store/return names, picks the returned outputs, sets the
   // deadline and creates the job (not queued yet).
   void prepare(Tenant& tenant, const std::shared_ptr<Work>& w);
-  // Queues a prepared job; throws (queue_full, unavailable) with nothing queued.
-  std::shared_ptr<Job> submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w);
+  // Queues a prepared job; throws (queue_full, unavailable) with nothing
+  // queued. `may_run_here`: the caller's thread may run it before this
+  // returns (it is not inside another job's end: a gate's next replay).
+  std::shared_ptr<Job> submit_prepared(Tenant& tenant, const std::shared_ptr<Work>& w, bool may_run_here);
+  // The longest typical run (Executable::typical_run_seconds) that runs on
+  // the submitting thread: about a request's own cost, so an HTTP thread
+  // is never held much longer than by the request itself.
+  static constexpr double kRunHereSeconds = 100e-6;
   // A replay's prepare, then its pool's gate (replay_async).
   std::shared_ptr<Job> admit_replay(Tenant& tenant, const std::shared_ptr<Work>& w, std::function<void(Job&)> done);
   void record_end(const Job& job);
 
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceInfo> devices_;
+  bool cpu_only_ = true;  // no device backend (set at construction)
   std::map<std::string, std::string> libraries_;
   mutable std::mutex config_mu_;  // guards config_ (reload)
   ServerConfig config_;

@@ -25,7 +25,7 @@ std::shared_ptr<Job> Engine::run_task_async(Tenant& tenant, const std::string& r
   w->exec = std::make_shared<TaskExecutable>(std::move(task));
   w->job =
       std::make_shared<Job>("job-" + std::to_string(next_job_.fetch_add(1)), tenant.name, tenant.partition, request_id);
-  std::shared_ptr<Job> job = submit_prepared(tenant, w);
+  std::shared_ptr<Job> job = submit_prepared(tenant, w, false);
   Job* j = job.get();  // the callback is the job's own: it cannot outlive it
   job->on_end([j, done = std::move(done)] { done(*j); });
   return job;
@@ -107,7 +107,7 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
       return;
     }
     try {
-      submit_prepared(*t, w);
+      submit_prepared(*t, w, false);  // on the thread that ended the last one
     } catch (const Error& e) {
       w->job->fail(e);  // its on_end releases the gate
     } catch (const std::exception& e) {
@@ -117,7 +117,7 @@ std::shared_ptr<Job> Engine::admit_replay(Tenant& tenant, const std::shared_ptr<
   if (now) {
     w->admitted.store(true);
     try {
-      submit_prepared(tenant, w);
+      submit_prepared(tenant, w, true);
     } catch (...) {
       w->admitted.store(false);
       w->gate_pool->gate().release();

@@ -7,6 +7,8 @@
 
 #include "scheduler/core_assignment.h"
 
+#include <sched.h>
+
 namespace tensord {
 
 const char* job_event_kind_name(JobEvent::Kind kind) {
@@ -30,6 +32,7 @@ JobScheduler::JobScheduler(std::vector<PartitionSpec> partitions, std::vector<Te
   if (cores <= 0) cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto logical = assign_cores(partitions, cores);
   const auto allowed = allowed_cpus();
+  allowed_cpus_ = allowed;
   for (size_t i = 0; i < partitions.size(); ++i) {
     auto part = std::make_unique<PartitionRuntime>();
     part->name = partitions[i].name;
@@ -93,33 +96,93 @@ void JobScheduler::call_fails(std::vector<Failure>& failures) {
   failures.clear();
 }
 
+uint64_t JobScheduler::enqueue_locked(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run,
+                                      FailFn fail) {
+  if (stop_) throw Error(ErrorCode::kUnavailable, "server is shutting down");
+  QueuedJob job;
+  job.id = next_id_;
+  job.tenant = tenant;
+  job.priority = priority;
+  job.enqueued = clock_->now();
+  job.deadline = deadline;
+  try {
+    fq_.push(job);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kQueueFull) ++counters_[tenant].rejected;
+    throw;
+  }
+  const uint64_t id = next_id_++;
+  pending_.emplace(id, Pending{std::move(run), std::move(fail)});
+  emit_locked(JobEvent::Kind::kQueued, job, 0, 0);
+  return id;
+}
+
 uint64_t JobScheduler::submit(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run,
                               FailFn fail) {
   PartitionRuntime* part = nullptr;
-  bool has_deadline = deadline != Clock::time_point::max();
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) throw Error(ErrorCode::kUnavailable, "server is shutting down");
-    QueuedJob job;
-    job.id = next_id_;
-    job.tenant = tenant;
-    job.priority = priority;
-    job.enqueued = clock_->now();
-    job.deadline = deadline;
-    try {
-      fq_.push(job);
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::kQueueFull) ++counters_[tenant].rejected;
-      throw;
-    }
-    id = next_id_++;
-    pending_.emplace(id, Pending{std::move(run), std::move(fail)});
+    id = enqueue_locked(tenant, priority, deadline, std::move(run), std::move(fail));
     part = part_by_name_.at(fq_.partition_of(tenant));
-    emit_locked(JobEvent::Kind::kQueued, job, 0, 0);
   }
   part->cv.notify_one();
-  if (has_deadline) timer_cv_.notify_one();
+  if (deadline != Clock::time_point::max()) timer_cv_.notify_one();
+  return id;
+}
+
+namespace {
+
+// The CPUs the calling thread may run on, read once per thread: the
+// server's threads pin themselves as they start, before they submit.
+const std::vector<int>& thread_cpus() {
+  thread_local const std::vector<int> cpus = [] {
+    std::vector<int> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+    }
+    return out;
+  }();
+  return cpus;
+}
+
+}  // namespace
+
+bool JobScheduler::on_cores_of(const PartitionRuntime& part) const {
+  if (part.cpus == allowed_cpus_) return true;  // every core: wherever this thread runs
+  const std::vector<int>& mine = thread_cpus();
+  return !mine.empty() && std::includes(part.cpus.begin(), part.cpus.end(), mine.begin(), mine.end());
+}
+
+uint64_t JobScheduler::submit_or_run(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run,
+                                     FailFn fail) {
+  std::unique_lock<std::mutex> lk(mu_);
+  PartitionRuntime* part = part_by_name_.at(fq_.partition_of(tenant));
+  // Nothing waits and a slot is free: a runner would start it now.
+  const bool now = fq_.queue_depth(part->name) == 0 && fq_.inflight(part->name) < fq_.limit(part->name) &&
+                   deadline > clock_->now() && on_cores_of(*part);
+  const uint64_t id = enqueue_locked(tenant, priority, deadline, std::move(run), std::move(fail));
+  // With nothing else queued, the pop is this job (or none: the tenant's own limits keep it queued).
+  std::optional<QueuedJob> job;
+  Clock::time_point start;
+  if (now) {
+    start = clock_->now();
+    job = fq_.pop(part->name, start);
+  }
+  if (!job) {
+    lk.unlock();
+    part->cv.notify_one();
+    if (deadline != Clock::time_point::max()) timer_cv_.notify_one();
+    return id;
+  }
+  run_popped(*part, *job, start, 0, lk);
+  // Jobs queued while it ran wait for a runner, which only looks again when woken.
+  const bool waiting = fq_.queue_depth(part->name) > 0;
+  lk.unlock();
+  if (waiting) part->cv.notify_one();
   return id;
 }
 
@@ -174,48 +237,53 @@ void JobScheduler::runner_loop(PartitionRuntime& part, int index) {
       part.cv.wait(lk);
       continue;
     }
-    const double queue_s = seconds_between(job->enqueued, start);
-    emit_locked(JobEvent::Kind::kStarted, *job, queue_s, 0);
-    std::optional<Error> error;
-    double run_s = 0;
-    {
-      auto node = pending_.extract(job->id);
-      lk.unlock();
-      // The callbacks live (and die) outside the lock.
-      Pending cb = node.empty() ? Pending{} : std::move(node.mapped());
-      PartitionContext ctx;
-      ctx.partition = part.name;
-      ctx.tenant = job->tenant;
-      ctx.pool = part.pool.get();
-      ctx.job_id = job->id;
-      ctx.runner = index;
-      ctx.queue_seconds = queue_s;
-      ctx.deadline = job->deadline;
+    run_popped(part, *job, start, index, lk);
+  }
+}
+
+void JobScheduler::run_popped(PartitionRuntime& part, const QueuedJob& job, Clock::time_point start, int runner,
+                              std::unique_lock<std::mutex>& lk) {
+  const double queue_s = seconds_between(job.enqueued, start);
+  emit_locked(JobEvent::Kind::kStarted, job, queue_s, 0);
+  std::optional<Error> error;
+  double run_s = 0;
+  {
+    auto node = pending_.extract(job.id);
+    lk.unlock();
+    // The callbacks live (and die) outside the lock.
+    Pending cb = node.empty() ? Pending{} : std::move(node.mapped());
+    PartitionContext ctx;
+    ctx.partition = part.name;
+    ctx.tenant = job.tenant;
+    ctx.pool = part.pool.get();
+    ctx.job_id = job.id;
+    ctx.runner = runner;
+    ctx.queue_seconds = queue_s;
+    ctx.deadline = job.deadline;
+    try {
+      if (cb.run) cb.run(ctx);
+    } catch (const Error& e) {
+      error = e;
+    } catch (const std::exception& e) {
+      error = Error(ErrorCode::kInternal, e.what());
+    } catch (...) {
+      error = Error(ErrorCode::kInternal, "job failed with a non-standard exception");
+    }
+    run_s = std::max(0.0, seconds_between(start, clock_->now()));
+    if (error && cb.fail) {
       try {
-        if (cb.run) cb.run(ctx);
-      } catch (const Error& e) {
-        error = e;
-      } catch (const std::exception& e) {
-        error = Error(ErrorCode::kInternal, e.what());
+        cb.fail(*error);
       } catch (...) {
-        error = Error(ErrorCode::kInternal, "job failed with a non-standard exception");
-      }
-      run_s = std::max(0.0, seconds_between(start, clock_->now()));
-      if (error && cb.fail) {
-        try {
-          cb.fail(*error);
-        } catch (...) {
-        }
       }
     }
-    lk.lock();
-    fq_.finished(*job, clock_->now(), run_s);
-    if (error) {
-      ++counters_[job->tenant].failed;
-      emit_locked(JobEvent::Kind::kFailed, *job, queue_s, run_s, &*error);
-    } else {
-      emit_locked(JobEvent::Kind::kFinished, *job, queue_s, run_s);
-    }
+  }
+  lk.lock();
+  fq_.finished(job, clock_->now(), run_s);
+  if (error) {
+    ++counters_[job.tenant].failed;
+    emit_locked(JobEvent::Kind::kFailed, job, queue_s, run_s, &*error);
+  } else {
+    emit_locked(JobEvent::Kind::kFinished, job, queue_s, run_s);
   }
 }
 

@@ -53,6 +53,16 @@ class JobScheduler {
   // deadline: Clock::time_point::max() for none.
   uint64_t submit(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run, FailFn fail);
 
+  // As submit(), but a job that would start at once runs on the calling
+  // thread before this returns: when the thread runs on the tenant's
+  // partition's cores (pinned within them, or the partition has every core
+  // this process may use), nothing is queued on the partition and it has a
+  // free slot. It then takes that slot as a runner would (the workqueue
+  // limit, the fair queue's accounting, the events and counters hold), so
+  // it overtakes no one. Otherwise it is queued as by submit(). For work
+  // known to be short: the caller's thread (an HTTP thread) is busy meanwhile.
+  uint64_t submit_or_run(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run, FailFn fail);
+
   // A queued job is removed and its fail(kCancelled) called: true. A running
   // (or finished, or unknown) job: false; running jobs stop cooperatively
   // through the caller's own flag.
@@ -106,6 +116,14 @@ class JobScheduler {
   };
 
   void runner_loop(PartitionRuntime& part, int index);
+  // Queues a job (the lock held); returns its id.
+  uint64_t enqueue_locked(const std::string& tenant, int priority, Clock::time_point deadline, RunFn run, FailFn fail);
+  // Runs a job fq_.pop() just started (the lock held on entry and on
+  // return, released while its callbacks run) and records its end.
+  void run_popped(PartitionRuntime& part, const QueuedJob& job, Clock::time_point start, int runner,
+                  std::unique_lock<std::mutex>& lk);
+  // Whether the calling thread runs on the partition's cores.
+  bool on_cores_of(const PartitionRuntime& part) const;
   void timer_loop();
   // Removes queued jobs past their deadline; their fail callbacks go to `out`.
   void expire_locked(Clock::time_point now, std::vector<Failure>& out);
@@ -123,6 +141,7 @@ class JobScheduler {
   std::unordered_map<uint64_t, Pending> pending_;  // queued and running jobs
   std::unordered_map<std::string, Counters> counters_;
   std::vector<std::unique_ptr<PartitionRuntime>> parts_;
+  std::vector<int> allowed_cpus_;  // the process's (allowed_cpus())
   std::unordered_map<std::string, PartitionRuntime*> part_by_name_;
   uint64_t next_id_ = 1;
   bool stop_ = false;

@@ -64,10 +64,10 @@ void AsyncSessionReply::deliver(bool heavy, std::function<HttpResponse()> make) 
     // tenant's work: on its lane.
     sink_->offload(lane_, [self, make = std::move(make)] {
       HttpResponse out = self->build(make);
-      self->sink_->post([self, out = std::move(out)]() mutable { self->send(std::move(out)); });
+      self->sink_->dispatch([self, out = std::move(out)]() mutable { self->send(std::move(out)); });
     });
   } else {
-    sink_->post([self, make = std::move(make)] { self->send(self->build(make)); });
+    sink_->dispatch([self, make = std::move(make)] { self->send(self->build(make)); });
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/error.h"
+#include "server/stream_inflater.h"
 
 namespace tensord {
 namespace {
@@ -28,16 +29,6 @@ const char* name_of(ContentCoding c) {
 }
 
 // Owns a z_stream and ends it however the caller leaves.
-struct Inflater {
-  z_stream z{};
-  bool ok = false;
-  explicit Inflater(int bits) { ok = inflateInit2(&z, bits) == Z_OK; }
-  ~Inflater() {
-    if (ok) inflateEnd(&z);
-  }
-  Inflater(const Inflater&) = delete;
-  Inflater& operator=(const Inflater&) = delete;
-};
 struct Deflater {
   z_stream z{};
   bool ok = false;
@@ -89,51 +80,9 @@ std::optional<ContentCoding> accepted_coding(const std::string& accept_encoding)
 
 std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_bytes,
                          const std::function<void(size_t total)>& on_grow, size_t grow_step) {
-  Inflater inf(window_bits(coding));
-  if (!inf.ok) throw Error(ErrorCode::kInternal, "zlib: inflateInit2 failed");
-  std::string out;
-  out.resize(std::min<size_t>(std::max<size_t>(in.size() * 4, 64 << 10), max_bytes + 1));
-  inf.z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));  // NOLINT: zlib's API is not const
-  size_t in_left = in.size();
-  size_t have = 0, reported = 0;
-  const std::string what = std::string("the ") + name_of(coding) + " body";
-  for (;;) {
-    // have <= max_bytes here (checked below), so the buffer can still grow.
-    if (have == out.size()) out.resize(std::min<size_t>(out.size() * 2, max_bytes + 1));
-    const uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    // At most grow_step bytes per call, charged (on_grow) before they are written.
-    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - have, std::max<size_t>(grow_step, 1)));
-    if (on_grow && have + out_chunk > reported) {
-      reported = std::min(have + out_chunk, max_bytes);
-      on_grow(reported);
-    }
-    inf.z.avail_in = in_chunk;
-    inf.z.next_out = reinterpret_cast<Bytef*>(out.data() + have);
-    inf.z.avail_out = out_chunk;
-    const int rc = inflate(&inf.z, Z_NO_FLUSH);
-    in_left -= in_chunk - inf.z.avail_in;
-    have += out_chunk - inf.z.avail_out;
-    if (have > max_bytes) {
-      throw Error(ErrorCode::kPayloadTooLarge, what + " inflates past the " + std::to_string(max_bytes) +
-                                                   "-byte limit on request bodies (--max-body-bytes)");
-    }
-    if (rc == Z_STREAM_END) {
-      if (in_left == 0) break;
-      // gzip allows members one after another (RFC 1952 2.2); zlib's format one stream.
-      if (coding != ContentCoding::kGzip) throw Error(ErrorCode::kBadRequest, what + " has bytes after its end");
-      if (inflateReset(&inf.z) != Z_OK) throw Error(ErrorCode::kInternal, "zlib: inflateReset failed");
-      continue;
-    }
-    if (rc == Z_BUF_ERROR && in_left == 0 && inf.z.avail_out != 0) {
-      throw Error(ErrorCode::kBadRequest, what + " ends before its compressed stream does");
-    }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      throw Error(ErrorCode::kBadRequest, what + " is not valid " + name_of(coding) + " data");
-    }
-  }
-  out.resize(have);
-  if (on_grow && have != reported) on_grow(have);  // the last step's unused part back
-  return out;
+  StreamInflater inflater(coding, max_bytes, in.size() * 4, on_grow, grow_step);
+  inflater.feed(in);
+  return inflater.finish();
 }
 
 void compress_response(HttpResponse& resp, ContentCoding coding) {

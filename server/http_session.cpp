@@ -366,32 +366,39 @@ HttpResponse HttpSession::call_handler(HttpRequest& req, RouteMatch* match) {
 }
 
 void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool client_keep_alive) {
-  // No read or write is pending until the answer: a job may take longer
-  // than any I/O timeout, so the stream's timer is off until send().
-  stream_->expires_never();
-  watch_disconnect();
   const std::string lane = req.who ? req.who->lane : std::string();
   auto reply = std::make_shared<AsyncSessionReply>(shared_from_this(), req.method, match.route(), req.request_id,
                                                    req.method == "HEAD", client_keep_alive, lane);
   pending_reply_ = reply;
+  // No read or write is pending until the answer: a job may take longer
+  // than any I/O timeout, so the stream's timer is off until send(); and
+  // the client going away is watched for meanwhile.
+  auto await_answer = [this] {
+    stream_->expires_never();
+    watch_disconnect();
+  };
   // A small body is parsed and its job queued right here; a larger one
   // (JSON tensors to decode, a program to compile) on the tenant's lane
   // (or the handler pool), away from the io threads.
   if (req.body.size() <= match.inline_body_bytes() || !state_->offload_as) {
     reply->start(req, match);
+    // A short job may have run and been answered already
+    // (JobScheduler::submit_or_run): then there is nothing to await.
+    if (!pending_reply_.expired()) await_answer();
   } else {
+    await_answer();
     state_->offload_as(lane,  // decoded on the tenant's lane
                        [reply, req = std::move(req), match = std::move(match)]() mutable { reply->start(req, match); });
   }
 }
 
-void HttpSession::post(std::function<void()> f) {
-  net::post(stream_->get_executor(), std::move(f));
+void HttpSession::dispatch(std::function<void()> f) {
+  net::dispatch(stream_->get_executor(), std::move(f));
 }
 
 void HttpSession::offload(std::string_view lane, std::function<void()> f) {
   if (state_->offload_as) return state_->offload_as(lane, std::move(f));
-  post(std::move(f));
+  net::post(stream_->get_executor(), std::move(f));
 }
 
 void HttpSession::answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) {

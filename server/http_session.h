@@ -17,6 +17,7 @@
 #include "api/http_types.h"
 #include "api/json_b64_stream.h"
 #include "server/beast.h"
+#include "server/stream_inflater.h"
 #include "server/parts_body.h"
 #include "server/reply_sink.h"
 #include "server/router.h"
@@ -36,7 +37,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void run();
 
   // ReplySink: what an asynchronous request's reply uses of the session.
-  void post(std::function<void()> f) override;
+  void dispatch(std::function<void()> f) override;
   void offload(std::string_view lane, std::function<void()> f) override;
   void answer(HttpResponse&& out, const std::string& route, bool head, bool keep_alive) override;
 
@@ -59,14 +60,34 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   std::string last_authorization_;
   uint64_t last_caller_generation_ = 0;
   void on_continue_sent(beast::error_code ec, std::size_t bytes);
+  // The body's first read: picks how it is read (below).
   void do_read_body();
+  // Through Beast's parser (small bodies, those without a Content-Length).
+  void read_body_parsed();
   void on_read_body(beast::error_code ec, std::size_t bytes);
   void rearm_body_timer();
   // A body of at least kDirectBodyBytes with a Content-Length: read with
   // the socket's own reads into its final string (from the body pool),
   // then handled as if Beast had read it.
-  void start_body_direct(size_t len);
+  void start_body_direct(size_t len, BodyKind kind);
   void read_body_direct();
+  // A kInflated route's body with Content-Encoding gzip or deflate and a
+  // Content-Length: inflated as it arrives (stream_inflater.h), the
+  // inflated bytes checked against --max-body-bytes and charged to the
+  // tenant before they are held; the compressed ones are never held whole.
+  // handle_request sees the inflated body and no Content-Encoding.
+  void start_body_inflate(ContentCoding coding, size_t len, BodyKind kind);
+  void read_body_inflate();
+  // Feeds a piece to inflater_; false when that ended the request (its
+  // error answered, the connection closing).
+  bool inflate_piece(std::string_view in);
+  // 64 KiB a read: one piece of a bomb inflates to at most ~64 MiB (zlib's
+  // ratio is ~1032:1) before the limit stops it, a bounded stall for the
+  // thread reading it.
+  static constexpr size_t kInflateReadBytes = size_t{64} << 10;
+  std::unique_ptr<StreamInflater> inflater_;
+  std::string inflate_in_;   // the compressed body's read buffer
+  size_t inflate_left_ = 0;  // its bytes still to come
   // What the request's route takes (server/router.h): kCharged and
   // kTensorUpload bodies are charged to the tenant as they arrive; a JSON
   // kTensorUpload body is read through b64_stream_, which decodes the
@@ -84,6 +105,9 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // body, in steps of kChargeStep (and all of it when `last`); false when
   // that passes its quota: the request is answered 429 and closed.
   bool charge_body(size_t held, bool last);
+  // Charges or releases body_account_ to hold exactly `held` bytes; throws
+  // (quota_exceeded) with nothing charged when that passes the quota.
+  void charge_to(size_t held);
   void release_body_charge();
   // The body is all read: the low-water watch stopped, the mark back to 1,
   // its charge kept in body_charge_ for handle_request.

@@ -2,8 +2,10 @@
 // Beast's parser for small bodies and those without a Content-Length; with
 // the socket's own reads into the final string for large ones; and, for a
 // route that asks (BodyKind::kTensorUpload), through a JsonB64Stream that
-// decodes the body's "b64" value as it arrives. Tensor bodies
-// (BodyKind::kCharged, kTensorUpload) are charged to their tenant as read.
+// decodes the body's "b64" value as it arrives; for a kInflated route, a
+// gzip or deflate body through a StreamInflater as it arrives. Tensor bodies
+// (BodyKind::kCharged, kTensorUpload, kInflated) are charged to their
+// tenant as read.
 #include <algorithm>
 #include <utility>
 
@@ -19,11 +21,29 @@ namespace tensord {
 
 void HttpSession::do_read_body() {
   const auto& len = parser_->content_length();
-  // A large body of known length is read straight from the socket into its
-  // final string (read_body_direct), not through Beast's read buffer.
-  if (len && *len >= kDirectBodyBytes && *len <= state_->options.max_body_bytes) {
-    return start_body_direct(static_cast<size_t>(*len));
+  const bool fits = len && *len <= state_->options.max_body_bytes;
+  const bool coded = fits && parser_->get().count(http::field::content_encoding) > 0;
+  if (fits && (coded || *len >= kDirectBodyBytes)) {
+    const BodyKind kind = route_body_kind();
+    if (coded && kind == BodyKind::kInflated) {
+      std::optional<ContentCoding> coding;
+      try {
+        coding = request_coding(std::string(parser_->get()[http::field::content_encoding]));
+      } catch (const Error&) {
+        // Not a coding we inflate: the body is read as it is and the
+        // route answers (400 naming the coding).
+      }
+      if (coding) return start_body_inflate(*coding, static_cast<size_t>(*len), kind);
+    }
+    // A large body of known length is read straight from the socket into
+    // its final string (read_body_direct), not through Beast's read buffer.
+    if (*len >= kDirectBodyBytes) return start_body_direct(static_cast<size_t>(*len), kind);
   }
+  read_body_parsed();
+}
+
+void HttpSession::read_body_parsed() {
+  const auto& len = parser_->content_length();
   // Beast sizes each read by the buffer's free capacity (at least 512
   // bytes, at most 64 KiB): the header read leaves it small, so a large
   // body came in 512-byte pieces, each an async round trip and a timer
@@ -60,11 +80,10 @@ BodyKind HttpSession::route_body_kind() {
   }
 }
 
-void HttpSession::start_body_direct(size_t len) {
+void HttpSession::start_body_direct(size_t len, BodyKind kind) {
   last_read_ = 0;
   watch_low_water(true);
   const auto& msg = parser_->get();
-  const BodyKind kind = route_body_kind();
   const bool upload = kind == BodyKind::kTensorUpload;
   body_charged_ = 0;
   body_account_ = kind != BodyKind::kOther && who_ ? who_->account : nullptr;
@@ -90,6 +109,78 @@ void HttpSession::start_body_direct(size_t len) {
   buffer_.consume(have);
   direct_got_ = have;
   read_body_direct();
+}
+
+void HttpSession::start_body_inflate(ContentCoding coding, size_t len, BodyKind kind) {
+  last_read_ = 0;
+  watch_low_water(true);
+  body_charged_ = 0;
+  body_account_ = kind != BodyKind::kOther && who_ ? who_->account : nullptr;
+  inflate_left_ = len;
+  inflate_in_.resize(std::min(len, kInflateReadBytes));
+  // The inflated bytes are charged (and checked against the limit) before
+  // they are held; the compressed ones pass through inflate_in_.
+  inflater_ = std::make_unique<StreamInflater>(coding, state_->options.max_body_bytes, len * 4,
+                                               [this](size_t total) { charge_to(total); });
+  // The body's first bytes may have come in with the header.
+  const size_t have = std::min(buffer_.size(), len);
+  const std::string_view first(static_cast<const char*>(buffer_.data().data()), have);
+  const bool ok = inflate_piece(first);
+  buffer_.consume(have);
+  if (!ok) return;
+  inflate_left_ -= have;
+  read_body_inflate();
+}
+
+bool HttpSession::inflate_piece(std::string_view in) {
+  try {
+    inflater_->feed(in);
+    return true;
+  } catch (const Error& e) {
+    // A bomb (413), a body that is not in its coding (400) or one past the
+    // tenant's quota (429): answered now, the rest unread, nothing kept.
+    drop_body();
+    reply_and_close(e.code() == ErrorCode::kQuotaExceeded
+                        ? Error(e.code(), e.message() + " (a compressed body counts as it inflates)")
+                        : e);
+    return false;
+  }
+}
+
+void HttpSession::read_body_inflate() {
+  if (inflate_left_ == 0) {
+    std::string body;
+    try {
+      body = inflater_->finish();
+    } catch (const Error& e) {
+      drop_body();
+      return reply_and_close(e);
+    }
+    inflater_.reset();
+    inflate_in_ = {};
+    end_body_read();
+    // The body the route sees is the inflated one, as if sent without a
+    // coding (as a decoding proxy would hand it on).
+    auto& msg = parser_->get();
+    msg.erase(http::field::content_encoding);
+    msg.body() = std::move(body);
+    return handle_request();
+  }
+  const size_t want = std::min(inflate_in_.size(), inflate_left_);
+  set_low_water(want);
+  rearm_body_timer();
+  stream_->async_read_some(net::buffer(inflate_in_.data(), want),
+                           [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                             if (ec) {
+                               self->drop_body();  // stopped short
+                               return self->on_read_error(ec);
+                             }
+                             self->inflate_left_ -= n;
+                             self->last_read_ = n;
+                             ++self->body_reads_;
+                             if (!self->inflate_piece(std::string_view(self->inflate_in_.data(), n))) return;
+                             self->read_body_inflate();
+                           });
 }
 
 void HttpSession::set_low_water(size_t left) {
@@ -142,11 +233,20 @@ void HttpSession::watch_low_water(bool on) {
   });
 }
 
+void HttpSession::charge_to(size_t held) {
+  if (!body_account_ || held == body_charged_) return;
+  if (held < body_charged_) {
+    body_account_->release(static_cast<int64_t>(body_charged_ - held));
+  } else {
+    body_account_->charge(static_cast<int64_t>(held - body_charged_));  // throws quota_exceeded: nothing charged
+  }
+  body_charged_ = held;
+}
+
 bool HttpSession::charge_body(size_t held, bool last) {
   if (!body_account_ || held <= body_charged_ || (!last && held - body_charged_ < kChargeStep)) return true;
   try {
-    body_account_->charge(static_cast<int64_t>(held - body_charged_));
-    body_charged_ = held;
+    charge_to(held);
     return true;
   } catch (const Error& e) {
     // Past the tenant's quota: answered now, the rest of the body unread.
@@ -184,6 +284,8 @@ void HttpSession::drop_body() {
   }
   if (direct_body_.capacity() > 0) state_->bodies->recycle(std::move(direct_body_));
   direct_body_ = {};
+  inflater_.reset();
+  inflate_in_ = {};
 }
 
 void HttpSession::read_body_direct() {
@@ -246,7 +348,7 @@ void HttpSession::read_body_stream() {
 void HttpSession::on_read_body(beast::error_code ec, std::size_t) {
   if (ec) return on_read_error(ec);
   if (parser_->is_done()) return handle_request();
-  do_read_body();
+  read_body_parsed();
 }
 
 }  // namespace tensord

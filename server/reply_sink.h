@@ -16,8 +16,10 @@ class ReplySink {
  public:
   virtual ~ReplySink() = default;
 
-  // Runs f on the connection's strand.
-  virtual void post(std::function<void()> f) = 0;
+  // Runs f on the connection's strand: at once when called there (a job
+  // that ended while its handler ran is answered without a hand-off),
+  // else queued to it.
+  virtual void dispatch(std::function<void()> f) = 0;
   // Runs f on `lane` (the request's caller's, server/caller.h), else on
   // the handler pool; on the strand when the server has no pool.
   virtual void offload(std::string_view lane, std::function<void()> f) = 0;

@@ -66,7 +66,11 @@ enum class Dispatch { kInline, kAsync };
 // HttpRequest::body_charge). kTensorUpload (one tensor to store): that, and
 // a JSON body's top-level "b64" value is decoded as it arrives (the handler
 // reads it with tensor_from_json_request; HttpRequest::decoded_b64).
-enum class BodyKind { kOther, kCharged, kTensorUpload };
+// kInflated (KServe infer: API.md 11.1): kCharged, and a body sent with
+// Content-Encoding gzip or deflate and a Content-Length is inflated as it
+// arrives, its inflated size checked and charged as it grows; the handler
+// sees the inflated body without the Content-Encoding header.
+enum class BodyKind { kOther, kCharged, kTensorUpload, kInflated };
 
 // Who may call a route. kTenant (every route but health, metrics and the
 // OpenAPI spec: API.md 9): the router's authenticator (set_authenticator)

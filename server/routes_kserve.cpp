@@ -130,10 +130,12 @@ HttpResponse kserve_json(const HttpRequest& req, int status, std::string body) {
   return resp;
 }
 
-// A compressed infer body, inflated: its inflated size is checked against
-// --max-body-bytes and charged to the tenant as it grows (the compressed
-// body's charge is released once it is inflated). The charge is returned:
-// the job holds it while it holds the inputs.
+// A compressed infer body that came without a Content-Length (chunked:
+// one with a length was inflated as it arrived, BodyKind::kInflated, and
+// has no Content-Encoding left), inflated here: its inflated size is
+// checked against --max-body-bytes and charged to the tenant as it grows
+// (the compressed body's charge is released once it is inflated). The
+// charge is returned: the job holds it while it holds the inputs.
 std::shared_ptr<void> inflate_request(HttpRequest& req, ContentCoding coding, Tenant& tenant, size_t max_bytes) {
   auto account = tenant.account;
   auto charged = std::make_shared<int64_t>(0);
@@ -305,7 +307,7 @@ void add_model_routes(Router& r, AppContext& app, const std::string& prefix) {
           throw;
         }
       },
-      kInferInlineBody, BodyKind::kCharged);
+      kInferInlineBody, BodyKind::kInflated);
 }
 
 void add_repository_routes(Router& r, AppContext& app) {

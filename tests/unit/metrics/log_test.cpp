@@ -3,15 +3,19 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace tensord::log {
 namespace {
 
 std::string capture(Format f, Level min, Level at, std::string_view msg, std::initializer_list<Field> fields) {
   configure(f, min);
+  flush();  // nothing an earlier test left held lands in this capture
   testing::internal::CaptureStderr();
   if (enabled(at)) write(at, msg, fields);
+  flush();
   std::string out = testing::internal::GetCapturedStderr();
   configure(Format::kText, Level::kInfo);
   return out;
@@ -46,6 +50,30 @@ TEST(Log, JsonLinesAreOneObjectWithTypedFields) {
 TEST(Log, BelowTheLevelNothingIsWritten) {
   EXPECT_EQ(capture(Format::kText, Level::kWarn, Level::kInfo, "quiet", {}), "");
   EXPECT_NE(capture(Format::kText, Level::kWarn, Level::kError, "loud", {}).find("loud"), std::string::npos);
+}
+
+TEST(Log, AWarningWritesWhatWasHeldFirstInOrder) {
+  configure(Format::kText, Level::kInfo);
+  flush();
+  testing::internal::CaptureStderr();
+  info("first held");
+  warn("then a warning");
+  // No flush(): the warning wrote both.
+  const std::string out = testing::internal::GetCapturedStderr();
+  const size_t first = out.find("first held"), then = out.find("then a warning");
+  ASSERT_NE(first, std::string::npos) << out;
+  ASSERT_NE(then, std::string::npos) << out;
+  EXPECT_LT(first, then);
+}
+
+TEST(Log, HeldLinesAreWrittenWithinTheFlushInterval) {
+  configure(Format::kText, Level::kInfo);
+  flush();
+  testing::internal::CaptureStderr();
+  info("written by the flusher");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // 25 flush intervals
+  const std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("written by the flusher"), std::string::npos) << out;
 }
 
 TEST(Log, FlagsParse) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ops/error.h"
+#include "server/stream_inflater.h"
 
 namespace tensord {
 namespace {
@@ -166,6 +167,82 @@ TEST(ContentCoding, CompressesBodyAndViews) {
   empty.body.clear();
   compress_response(empty, ContentCoding::kGzip);
   EXPECT_TRUE(empty.headers.empty());
+}
+
+// The session's path (BodyKind::kInflated): the body fed as it arrives, in
+// whatever pieces the socket gives.
+std::string inflated_in_pieces(const std::string& z, ContentCoding c, size_t piece) {
+  StreamInflater inf(c, size_t{1} << 30, 0, {});
+  for (size_t at = 0; at < z.size(); at += piece) inf.feed(std::string_view(z).substr(at, piece));
+  inf.feed({});  // an empty read changes nothing
+  return inf.finish();
+}
+
+TEST(StreamInflater, AnyPiecesInflateAsTheWholeDoes) {
+  const std::string a = random_text(300000), b = random_text(70000);
+  for (ContentCoding c : {ContentCoding::kGzip, ContentCoding::kDeflate}) {
+    const std::string z = compressed(a, c);
+    for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, size_t{65536}, z.size()}) {
+      EXPECT_EQ(inflated_in_pieces(z, c, piece), a) << piece;
+    }
+  }
+  // gzip members, the boundary inside a piece or between two.
+  const std::string za = compressed(a, ContentCoding::kGzip);
+  const std::string two = za + compressed(b, ContentCoding::kGzip);
+  for (size_t piece : {size_t{3}, za.size(), size_t{10000}}) {
+    EXPECT_EQ(inflated_in_pieces(two, ContentCoding::kGzip, piece), a + b) << piece;
+  }
+}
+
+TEST(StreamInflater, ABombStopsAtTheLimitWithTheRestUnread) {
+  const std::string z = compressed(std::string(size_t{64} << 20, '\0'), ContentCoding::kGzip);  // ~64 KiB
+  const size_t limit = size_t{2} << 20;
+  size_t most = 0;
+  StreamInflater inf(ContentCoding::kGzip, limit, z.size() * 4, [&](size_t t) { most = std::max(most, t); });
+  size_t fed = 0;
+  try {
+    for (; fed < z.size(); fed += 4096) inf.feed(std::string_view(z).substr(fed, 4096));
+    ADD_FAILURE() << "inflated past the limit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPayloadTooLarge) << e.message();
+  }
+  EXPECT_LT(fed, z.size() / 8);  // stopped within the first few pieces
+  EXPECT_LE(most, limit);        // never announced (so never charged) past the limit
+}
+
+TEST(StreamInflater, WhatOnGrowThrowsStopsIt) {
+  const std::string z = compressed(std::string(size_t{16} << 20, ' '), ContentCoding::kDeflate);
+  size_t charged = 0;
+  StreamInflater inf(ContentCoding::kDeflate, size_t{1} << 30, 0, [&](size_t t) {
+    if (t > (size_t{2} << 20)) throw Error(ErrorCode::kQuotaExceeded, "quota");
+    charged = t;
+  });
+  EXPECT_THROW(inf.feed(z), Error);
+  EXPECT_LE(charged, size_t{2} << 20);
+  EXPECT_LE(inf.size(), charged);  // nothing written past what was charged
+}
+
+TEST(StreamInflater, CutShortOrTrailingBytesAreBadRequests) {
+  const std::string s = random_text(50000);
+  for (ContentCoding c : {ContentCoding::kGzip, ContentCoding::kDeflate}) {
+    const std::string z = compressed(s, c);
+    for (size_t cut : {size_t{0}, size_t{5}, z.size() / 2, z.size() - 1}) {
+      StreamInflater inf(c, size_t{1} << 30, 0, {});
+      inf.feed(std::string_view(z).substr(0, cut));
+      try {
+        inf.finish();
+        ADD_FAILURE() << "finished a body cut at " << cut;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kBadRequest) << e.message();
+      }
+    }
+  }
+  // Bytes after a zlib stream, in a later piece; garbage after a gzip member.
+  for (ContentCoding c : {ContentCoding::kGzip, ContentCoding::kDeflate}) {
+    StreamInflater inf(c, size_t{1} << 30, 0, {});
+    inf.feed(compressed(s, c));
+    EXPECT_THROW(inf.feed("trailing bytes"), Error);
+  }
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -128,9 +128,11 @@ void write_json_string(std::string& out, std::string_view v) {
 }  // namespace
 
 Field::Field(std::string_view k, double v) : key(k), number(true) {
+  // As printf's %.6g (the C++ standard defines it so), without its
+  // locale and varargs: this runs for every request's log line.
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  value = buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
+  value.assign(buf, r.ptr);
 }
 
 bool parse_level(std::string_view s, Level& out) {

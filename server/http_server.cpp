@@ -54,7 +54,17 @@ struct HttpServer::Impl {
   bool expired = false;  // the drain's timeout passed: cancelling
   std::chrono::steady_clock::time_point grace_deadline;
 
-  net::io_context ioc;
+  // One io_context per io thread, each run by its thread alone: a
+  // connection lives on one of them (round robin at accept) and its
+  // completions are handled on the thread where they arrive. One
+  // io_context run by several threads woke a second thread and interrupted
+  // epoll on nearly every completion (futex and epoll_ctl were half of a
+  // tiny request's system calls). The first one also serves the acceptor,
+  // the control strand and the signals.
+  std::vector<std::unique_ptr<net::io_context>> iocs;
+  net::io_context& ioc;
+  // Each runs until stop_all(), with or without a connection.
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> keep_running;
   // Server control (signals, drain) is serialized on one strand.
   net::strand<net::io_context::executor_type> control{net::make_strand(ioc)};
   net::signal_set signals{control, SIGINT, SIGTERM};
@@ -64,7 +74,29 @@ struct HttpServer::Impl {
   std::unique_ptr<net::thread_pool> handlers;
   std::map<std::string, std::unique_ptr<net::thread_pool>> lanes;  // set_lanes
 
-  explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), ioc(threads) {}
+  explicit Impl(int threads_hint) : threads(resolve_threads(threads_hint)), iocs(make_iocs(threads)), ioc(*iocs[0]) {
+    keep_running.reserve(iocs.size());
+    for (auto& c : iocs) keep_running.push_back(net::make_work_guard(*c));
+  }
+
+  static std::vector<std::unique_ptr<net::io_context>> make_iocs(int n) {
+    std::vector<std::unique_ptr<net::io_context>> out;
+    out.reserve(static_cast<size_t>(n));
+    // Concurrency hint 1: run by one thread; other threads still post to it.
+    for (int i = 0; i < n; ++i) out.push_back(std::make_unique<net::io_context>(1));
+    return out;
+  }
+
+  void stop_all() {
+    for (auto& c : iocs) c->stop();
+  }
+
+  std::vector<net::io_context*> session_contexts() {
+    std::vector<net::io_context*> out;
+    out.reserve(iocs.size());
+    for (auto& c : iocs) out.push_back(c.get());
+    return out;
+  }
 
   void wait_signal() {
     signals.async_wait([this](beast::error_code ec, int sig) {
@@ -81,7 +113,7 @@ struct HttpServer::Impl {
         drain_deadline = std::chrono::steady_clock::now();  // poll_drain expires it at its next tick
       } else {
         log::warn("third signal: stopping now", {{"signal", sig}});
-        ioc.stop();
+        stop_all();
         return;
       }
       wait_signal();
@@ -117,7 +149,7 @@ struct HttpServer::Impl {
     const size_t work = busy();
     if (requests == 0 && work == 0) {
       log::info("drained", {{"expired", expired}});
-      ioc.stop();
+      stop_all();
       return;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -132,7 +164,7 @@ struct HttpServer::Impl {
       if (now >= grace_deadline) {
         log::warn("still in flight after cancelling: stopping",
                   {{"requests", requests}, {"jobs", work}, {"grace_s", static_cast<int64_t>(kCancelGrace.count())}});
-        ioc.stop();
+        stop_all();
         return;
       }
     }
@@ -142,11 +174,11 @@ struct HttpServer::Impl {
     });
   }
 
-  void run_io() {
+  void run_io(net::io_context& c) {
     // A handler that throws must not take the server down: log and go on.
     for (;;) {
       try {
-        ioc.run();
+        c.run();
         return;
       } catch (const std::exception& e) {
         log::error("io thread: exception", {{"error", e.what()}});
@@ -181,7 +213,7 @@ HttpServer::HttpServer(ServerOptions options, std::shared_ptr<const Router> rout
   };
   auto endpoint = resolve_endpoint(impl_->ioc, state.options.host, state.options.port);
   try {
-    impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state);
+    impl_->listener = std::make_shared<Listener>(impl_->ioc, endpoint, impl_->state, impl_->session_contexts());
   } catch (const std::exception& e) {
     throw std::runtime_error("listen on " + state.options.host + ":" + std::to_string(state.options.port) + ": " +
                              e.what());
@@ -262,9 +294,9 @@ void HttpServer::run() {
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(impl_->threads - 1));
   for (int i = 1; i < impl_->threads; ++i) {
-    pool.emplace_back([impl = impl_.get()] { impl->run_io(); });
+    pool.emplace_back([impl = impl_.get(), i] { impl->run_io(*impl->iocs[static_cast<size_t>(i)]); });
   }
-  impl_->run_io();
+  impl_->run_io(impl_->ioc);
   for (auto& t : pool) t.join();
   impl_->handlers->join();
   // A lane also runs its tenant's connections (HttpSession::move_to_lane):

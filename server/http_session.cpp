@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
+#include <charconv>
 #include <utility>
 
 #include "api/error_reply.h"
@@ -438,10 +438,10 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
     // The request's whole server-side time so far, from its headers read to
     // this response (body read, parse, compile, queue, run, encode):
     // bench/graphs.py compares /v1/run with a graph replay by it.
-    char timing[48];
-    std::snprintf(timing, sizeof timing, "total;dur=%.3f",
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
-    res_.set("Server-Timing", timing);
+    char timing[48] = "total;dur=";
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    const auto r = std::to_chars(timing + 10, timing + sizeof timing, ms, std::chars_format::fixed, 3);
+    res_.set("Server-Timing", std::string_view(timing, static_cast<size_t>(r.ptr - timing)));
   }
   bool has_length = false;
   for (const auto& [name, value] : out.headers) {

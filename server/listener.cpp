@@ -9,8 +9,13 @@
 
 namespace tensord {
 
-Listener::Listener(net::io_context& ioc, const tcp::endpoint& endpoint, std::shared_ptr<ServerState> state)
-    : ioc_(ioc), acceptor_(net::make_strand(ioc)), retry_timer_(acceptor_.get_executor()), state_(std::move(state)) {
+Listener::Listener(net::io_context& ioc, const tcp::endpoint& endpoint, std::shared_ptr<ServerState> state,
+                   std::vector<net::io_context*> sessions)
+    : sessions_(std::move(sessions)),
+      acceptor_(net::make_strand(ioc)),
+      retry_timer_(acceptor_.get_executor()),
+      state_(std::move(state)) {
+  if (sessions_.empty()) sessions_.push_back(&ioc);
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(net::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
@@ -32,8 +37,10 @@ void Listener::stop() {
 
 void Listener::do_accept() {
   if (!acceptor_.is_open()) return;
-  // Each connection gets its own strand: its handlers never run concurrently.
-  acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  // Each connection gets its own strand (its handlers never run
+  // concurrently), on the io threads in turn.
+  net::io_context& home = *sessions_[next_++ % sessions_.size()];
+  acceptor_.async_accept(net::make_strand(home), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     self->on_accept(ec, std::move(socket));
   });
 }

@@ -20,7 +20,9 @@ StreamInflater::StreamInflater(ContentCoding coding, size_t max_bytes, size_t si
     z_.reset();
     throw Error(ErrorCode::kInternal, "zlib: inflateInit2 failed");
   }
-  out_.resize(std::min<size_t>(std::max<size_t>(size_hint, 64 << 10), max_bytes_ + 1));
+  // At most a step to start with: what is allocated past what on_grow
+  // announced stays under what was announced (the buffer doubles).
+  out_.resize(std::min({std::max<size_t>(size_hint, 64 << 10), grow_step_, max_bytes_ + 1}));
 }
 
 StreamInflater::~StreamInflater() {

@@ -25,8 +25,9 @@ class StreamInflater {
   // it holds; what it throws stops the inflation (nothing more written).
   using OnGrow = std::function<void(size_t total)>;
 
-  // `size_hint`: the output's first allocation (it doubles from there, at
-  // most to max_bytes + 1).
+  // `size_hint`: the output's first allocation, at most `grow_step` (it
+  // doubles from there, at most to max_bytes + 1, so it never holds more
+  // than twice what on_grow announced).
   StreamInflater(ContentCoding coding, size_t max_bytes, size_t size_hint, OnGrow on_grow,
                  size_t grow_step = size_t{1} << 20);
   ~StreamInflater();

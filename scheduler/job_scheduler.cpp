@@ -126,8 +126,7 @@ uint64_t JobScheduler::submit(const std::string& tenant, int priority, Clock::ti
     id = enqueue_locked(tenant, priority, deadline, std::move(run), std::move(fail));
     part = part_by_name_.at(fq_.partition_of(tenant));
   }
-  part->cv.notify_one();
-  if (deadline != Clock::time_point::max()) timer_cv_.notify_one();
+  wake_for_queued(*part, deadline);
   return id;
 }
 
@@ -150,6 +149,11 @@ const std::vector<int>& thread_cpus() {
 }
 
 }  // namespace
+
+void JobScheduler::wake_for_queued(PartitionRuntime& part, Clock::time_point deadline) {
+  part.cv.notify_one();
+  if (deadline != Clock::time_point::max()) timer_cv_.notify_one();
+}
 
 bool JobScheduler::on_cores_of(const PartitionRuntime& part) const {
   if (part.cpus == allowed_cpus_) return true;  // every core: wherever this thread runs
@@ -174,8 +178,7 @@ uint64_t JobScheduler::submit_or_run(const std::string& tenant, int priority, Cl
   }
   if (!job) {
     lk.unlock();
-    part->cv.notify_one();
-    if (deadline != Clock::time_point::max()) timer_cv_.notify_one();
+    wake_for_queued(*part, deadline);
     return id;
   }
   run_popped(*part, *job, start, 0, lk);

@@ -122,6 +122,9 @@ class JobScheduler {
   // return, released while its callbacks run) and records its end.
   void run_popped(PartitionRuntime& part, const QueuedJob& job, Clock::time_point start, int runner,
                   std::unique_lock<std::mutex>& lk);
+  // A job was queued (the lock released): a runner of `part` looks, and
+  // the timer thread when it has a deadline.
+  void wake_for_queued(PartitionRuntime& part, Clock::time_point deadline);
   // Whether the calling thread runs on the partition's cores.
   bool on_cores_of(const PartitionRuntime& part) const;
   void timer_loop();

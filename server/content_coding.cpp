@@ -20,14 +20,6 @@ std::string lower_trimmed(std::string_view s) {
   return out;
 }
 
-int window_bits(ContentCoding c) {
-  return c == ContentCoding::kGzip ? 15 + 16 : 15;  // 16: gzip's header and trailer; else zlib's
-}
-
-const char* name_of(ContentCoding c) {
-  return c == ContentCoding::kGzip ? "gzip" : "deflate";
-}
-
 // Owns a z_stream and ends it however the caller leaves.
 struct Deflater {
   z_stream z{};
@@ -41,6 +33,14 @@ struct Deflater {
 };
 
 }  // namespace
+
+const char* coding_name(ContentCoding c) {
+  return c == ContentCoding::kGzip ? "gzip" : "deflate";
+}
+
+int zlib_window_bits(ContentCoding c) {
+  return c == ContentCoding::kGzip ? 15 + 16 : 15;
+}
 
 std::optional<ContentCoding> request_coding(const std::string& content_encoding) {
   const std::string c = lower_trimmed(content_encoding);
@@ -87,7 +87,7 @@ std::string inflate_body(std::string_view in, ContentCoding coding, size_t max_b
 
 void compress_response(HttpResponse& resp, ContentCoding coding) {
   if (resp.body_size() == 0) return;
-  Deflater def(window_bits(coding));
+  Deflater def(zlib_window_bits(coding));
   if (!def.ok) throw Error(ErrorCode::kInternal, "zlib: deflateInit2 failed");
   std::string out;
   out.resize(deflateBound(&def.z, static_cast<uLong>(resp.body_size())) + 64);
@@ -143,7 +143,7 @@ void compress_response(HttpResponse& resp, ContentCoding coding) {
   out.resize(have);
   resp.body = std::move(out);
   resp.views.clear();
-  resp.headers.emplace_back("Content-Encoding", name_of(coding));
+  resp.headers.emplace_back("Content-Encoding", coding_name(coding));
   resp.headers.emplace_back("Vary", "Accept-Encoding");
 }
 

@@ -19,6 +19,12 @@ namespace tensord {
 
 enum class ContentCoding { kGzip, kDeflate };
 
+// "gzip" or "deflate", as the header and the errors name it.
+const char* coding_name(ContentCoding c);
+// zlib's windowBits for the coding's framing: 15 (the zlib format) plus 16
+// for gzip's header and trailer.
+int zlib_window_bits(ContentCoding c);
+
 // A request's Content-Encoding: nullopt for none or "identity"; gzip
 // (x-gzip) or deflate; any other coding, or more than one, is bad_request
 // naming it.

@@ -15,8 +15,7 @@ StreamInflater::StreamInflater(ContentCoding coding, size_t max_bytes, size_t si
       grow_step_(std::max<size_t>(grow_step, 1)),
       on_grow_(std::move(on_grow)),
       z_(std::make_unique<z_stream_s>()) {
-  // 16: gzip's header and trailer; else zlib's.
-  if (inflateInit2(z_.get(), coding == ContentCoding::kGzip ? 15 + 16 : 15) != Z_OK) {
+  if (inflateInit2(z_.get(), zlib_window_bits(coding)) != Z_OK) {
     z_.reset();
     throw Error(ErrorCode::kInternal, "zlib: inflateInit2 failed");
   }
@@ -29,15 +28,14 @@ StreamInflater::~StreamInflater() {
   if (z_) inflateEnd(z_.get());
 }
 
-const char* StreamInflater::name() const {
-  return coding_ == ContentCoding::kGzip ? "gzip" : "deflate";
-}
-
 void StreamInflater::feed(std::string_view in) {
   z_stream& z = *z_;
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));  // NOLINT: zlib's API is not const
   size_t in_left = in.size();
-  const std::string what = std::string("the ") + name() + " body";
+  const std::string what = std::string("the ") + coding_name(coding_) + " body";
+  auto not_valid = [&] {
+    return Error(ErrorCode::kBadRequest, what + " is not valid " + coding_name(coding_) + " data");
+  };
   for (;;) {
     if (ended_) {
       if (in_left == 0) return;
@@ -69,21 +67,19 @@ void StreamInflater::feed(std::string_view in) {
       ended_ = true;
       continue;
     }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      throw Error(ErrorCode::kBadRequest, what + " is not valid " + std::string(name()) + " data");
-    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) throw not_valid();
     // Output room left and the input used up: the rest comes with the next piece.
     if (z.avail_out != 0) {
       if (in_left == 0) return;
-      if (rc == Z_BUF_ERROR)
-        throw Error(ErrorCode::kBadRequest, what + " is not valid " + std::string(name()) + " data");
+      if (rc == Z_BUF_ERROR) throw not_valid();
     }
   }
 }
 
 std::string StreamInflater::finish() {
   if (!ended_) {
-    throw Error(ErrorCode::kBadRequest, std::string("the ") + name() + " body ends before its compressed stream does");
+    throw Error(ErrorCode::kBadRequest,
+                std::string("the ") + coding_name(coding_) + " body ends before its compressed stream does");
   }
   out_.resize(have_);
   if (on_grow_ && have_ != reported_) {

@@ -46,8 +46,6 @@ class StreamInflater {
   size_t size() const { return have_; }
 
  private:
-  const char* name() const;
-
   ContentCoding coding_;
   size_t max_bytes_;
   size_t grow_step_;

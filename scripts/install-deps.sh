@@ -12,7 +12,7 @@ PKGS=(
   python3-torch jupyter-nbconvert python3-ipykernel prometheus wrk
   libspdlog-dev clang clang-format libclang-rt-14-dev python3-tqdm python3-venv
   python3-setuptools python3-wheel python3-pip-whl python3-setuptools-whl
-  redis-server libhiredis-dev clang-tidy zlib1g-dev nginx-light iproute2 python3-yaml
+  redis-server libhiredis-dev clang-tidy zlib1g-dev nginx-light haproxy iproute2 python3-yaml
 )
 
 missing=()
@@ -33,8 +33,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# prometheus and nginx, the packages, start services on Debian; tests run their own.
+# prometheus, nginx and haproxy, the packages, start services on Debian; tests run their own.
 if command -v systemctl >/dev/null 2>&1; then
-  $SUDO systemctl disable --now prometheus nginx >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now prometheus nginx haproxy >/dev/null 2>&1 || true
 fi
 echo "install-deps: done"

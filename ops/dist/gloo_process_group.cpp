@@ -25,6 +25,7 @@
 
 #include "ops/dist/dim_layout.h"
 #include "ops/dist/gloo_fingerprint.h"
+#include "ops/dist/gloo_text.h"
 #include "ops/error.h"
 
 namespace tensord::dist {
@@ -57,7 +58,8 @@ std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& host
   try {
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kUnavailable, "gloo: no TCP device on " + hostname + ": " + e.what());
+    throw Error(ErrorCode::kUnavailable,
+                "gloo: no TCP device on " + hostname + ": " + without_source_position(e.what()));
   }
 }
 
@@ -83,11 +85,11 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, ProcessGroupOptions opts,
   try {
     ctx->connectFullMesh(*prefix_store_, gloo_.device);
   } catch (const gloo::IoException& e) {
-    throw Error(ErrorCode::kDeadlineExceeded, who + " could not join within " +
-                                                  std::to_string(gloo_.rendezvous_timeout.count()) +
-                                                  " ms (ranks missing from the store): " + e.what());
+    throw Error(ErrorCode::kDeadlineExceeded,
+                who + " could not join within " + std::to_string(gloo_.rendezvous_timeout.count()) +
+                    " ms (ranks missing from the store): " + without_source_position(e.what()));
   } catch (const gloo::Exception& e) {
-    throw Error(ErrorCode::kUnavailable, who + " could not join: " + e.what());
+    throw Error(ErrorCode::kUnavailable, who + " could not join: " + without_source_position(e.what()));
   }
   context_ = std::move(ctx);
   recorder()->set_comm_lib_version(version());
@@ -251,7 +253,7 @@ std::vector<Tensor> GlooProcessGroup::run(const CollectiveCall& call, bool agree
   const auto failed_inside_gloo = [&](const char* gloo_says) {
     if_aborted();
     break_group(what + " failed");
-    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + gloo_says);
+    throw Error(ErrorCode::kInternal, what + " failed inside Gloo: " + without_source_position(gloo_says));
   };
 
   // Every rank's fingerprint, checked alike on every rank.
@@ -439,7 +441,7 @@ std::vector<Tensor> GlooProcessGroup::run(const CollectiveCall& call, bool agree
     }
   } catch (const gloo::IoException& e) {
     if_aborted();
-    const std::string msg = e.what();
+    const std::string msg = without_source_position(e.what());
     break_group(what + " failed");
     if (msg.find("Timed out") != std::string::npos) {
       throw Error(ErrorCode::kDeadlineExceeded,

@@ -5,22 +5,12 @@
 #include <string_view>
 #include <utility>
 
+#include "ops/dist/gloo_text.h"
 #include "ops/error.h"
 
 namespace tensord::dist {
 
 namespace {
-
-// Gloo's messages begin with the source position that raised them
-// ("[./gloo/rendezvous/redis_store.cc:93] Server closed the connection"):
-// the words after it are what an operator can act on.
-std::string without_source_position(std::string_view m) {
-  if (!m.empty() && m.front() == '[') {
-    const auto end = m.find("] ");
-    if (end != std::string_view::npos) m.remove_prefix(end + 2);
-  }
-  return std::string(m);
-}
 
 // Gloo's stores report a wait that timed out and a lost connection alike,
 // as IoException; only the former says this.

@@ -26,6 +26,7 @@ struct Forwards {
   std::mutex mu;
   std::vector<std::exception_ptr> errors;
   std::vector<std::pair<std::vector<size_t>, std::vector<std::pair<std::string, std::vector<Tensor>>>>> answers;
+  std::vector<bool> answered;  // per part: its peer's answer (or error) came
   size_t left = 0;
 };
 
@@ -89,6 +90,7 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
   auto abort = std::make_shared<std::atomic<bool>>(false);
   auto fw = std::make_shared<Forwards>();
   fw->errors.resize(remote.size());
+  fw->answered.assign(remote.size(), false);
   fw->left = remote.size();
   size_t k = 0;
   for (auto& [server, members] : remote) {
@@ -106,6 +108,7 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
         fw->errors[k] = std::current_exception();
       }
       std::lock_guard lk(fw->mu);
+      fw->answered[k] = true;
       --fw->left;
     }).detach();
     ++k;
@@ -166,8 +169,20 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     tick();
   }
+  // The peers still silent: what a cut link or a stalled server looks like
+  // from here (their ranks' collectives time out on this server's side,
+  // where Gloo cannot say whom it waited on).
+  std::string silent;
   {
     std::lock_guard lk(fw->mu);
+    size_t part = 0;
+    for (const auto& [server, members] : remote) {
+      if (!fw->answered[part++]) {
+        std::string ranks;
+        for (size_t m : members) ranks += (ranks.empty() ? "" : ", ") + std::to_string(plan.ranks[m]);
+        silent += (silent.empty() ? "" : "; ") + ("ranks [" + ranks + "] (server " + server + ") have not answered");
+      }
+    }
     for (const auto& e : fw->errors) {
       if (e) errors.push_back(e);
     }
@@ -223,10 +238,10 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
           if (g.name == plan.group) seq = std::max(seq, g.last_enqueued_collective);
         }
       }
-      throw Error(
-          e.code(),
-          e.message() + "; group " + plan.group + ", last seq " + std::to_string(seq) + " on this server's ranks",
-          e.node());
+      throw Error(e.code(),
+                  e.message() + "; group " + plan.group + ", last seq " + std::to_string(seq) +
+                      " on this server's ranks" + (silent.empty() ? "" : "; " + silent),
+                  e.node());
     }
   }
   if (!cancelled.load() && std::chrono::steady_clock::now() >= base.deadline) {

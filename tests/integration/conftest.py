@@ -40,14 +40,15 @@ def server_binary():
 class Server:
     """A running tensord process."""
 
-    def __init__(self, extra_args=(), name="server"):
+    def __init__(self, extra_args=(), name="server", listen="127.0.0.1:0", prefix=(), state_dir=None):
+        """prefix: a command the server runs under (`ip netns exec NS`); state_dir: one to reuse (a restart)."""
         self.binary = server_binary()
         if not (os.path.isfile(self.binary) and os.access(self.binary, os.X_OK)):
             pytest.fail("tensord binary not found at %s: build it with `ninja -C build tensord` "
                         "or set TENSORD_BIN" % self.binary, pytrace=False)
         self.name = name
-        self.state_dir = tempfile.mkdtemp(prefix="tensord-it-state-")
-        self.args = [self.binary, "--listen", "127.0.0.1:0", "--backend", "cpu",
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="tensord-it-state-")
+        self.args = list(prefix) + [self.binary, "--listen", listen, "--backend", "cpu",
                      "--state-dir", self.state_dir] + list(extra_args)
         self.lines = []
         self._ready = threading.Event()

@@ -2,7 +2,7 @@
 against Kubernetes 1.34's schemas (kubernetes-validate, strict) and yamllint;
 the server's flags in the rendered StatefulSets are flags of the real binary,
 and the CPU variant's command line starts it; the alert rules are docker/'s;
-the front proxy's nginx.conf, run by Debian's nginx in front of a real server,
+the front proxy's haproxy.cfg, run by Debian's HAProxy in front of a real server,
 sends every tenant to one home and answers 503 with Retry-After for a tenant
 whose home is down. The tools come from the tools venv
 (scripts/install-pytools.sh); a test without its tool skips, saying so."""
@@ -12,17 +12,16 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 
 import pytest
 import requests
+import websocket
 import yaml
 
 from conftest import REPO, Server, _stop_and_check, server_binary
+from front_proxy import FrontProxy, free_port
 
 DEPLOY = os.path.join(REPO, "deploy", "kubernetes")
 OVERLAYS = ["cpu", "gpu", "gpu-dra", "world", "autoscale"]
@@ -177,23 +176,8 @@ def test_the_alert_rules_are_dockers_and_promtool_accepts_them():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_the_front_proxy_sends_each_tenant_home_and_503s_a_dead_home():
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
-    if not nginx:
-        print("nginx not installed (Debian package nginx-light): skipping")
-        pytest.skip("nginx not installed")
     (cm,) = [d for d in docs("cpu") if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tensord-front-proxy"]
-    conf = cm["data"]["nginx.conf"]
-    servers = re.findall(r"server (tensord-\d+\.tensord-peers:8080)", conf)
-    assert servers == ["tensord-0.tensord-peers:8080", "tensord-1.tensord-peers:8080"], servers
     tokens = {"t%d" % i: "token-%d" % i for i in range(8)}
     cfg = {"partitions": [{"name": "p", "share": 1.0, "workqueue_limit": 4}],
            "tenants": [{"name": n, "token_sha256": hashlib.sha256(t.encode()).hexdigest(), "partition": "p"}
@@ -201,31 +185,12 @@ def test_the_front_proxy_sends_each_tenant_home_and_503s_a_dead_home():
     fd, cfg_path = tempfile.mkstemp(prefix="tensord-k8s-cfg-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(cfg, f)
-    tmp = tempfile.mkdtemp(prefix="tensord-k8s-nginx-")
     srv = Server(["--config", cfg_path], name="k8s-home")
     dead = free_port()  # the other home: nothing listens there
-    listen = free_port()
-    local = conf.replace(servers[0], "127.0.0.1:%d" % srv.port).replace(servers[1], "127.0.0.1:%d" % dead)
-    local = local.replace("listen 8080;", "listen 127.0.0.1:%d;" % listen)
-    local = local.replace("/tmp/", tmp + "/").replace("pid /tmp/nginx.pid;", "pid %s/nginx.pid;" % tmp)
-    local = "error_log %s/error.log;\n" % tmp + local
-    conf_path = os.path.join(tmp, "nginx.conf")
-    with open(conf_path, "w") as f:
-        f.write(local)
-    check = subprocess.run([nginx, "-t", "-c", conf_path, "-p", tmp], capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0, check.stderr
-    proc = subprocess.Popen([nginx, "-c", conf_path, "-p", tmp, "-g", "daemon off;"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proxy = None
     try:
-        url = "http://127.0.0.1:%d" % listen
-        deadline = time.time() + 10
-        while True:
-            try:
-                requests.get(url + "/proxy-healthz", timeout=2)
-                break
-            except requests.ConnectionError:
-                assert time.time() < deadline, "nginx did not start"
-                time.sleep(0.1)
+        proxy = FrontProxy(cm["data"], ["127.0.0.1:%d" % srv.port, "127.0.0.1:%d" % dead])
+        url = proxy.url
         homes = {}
         for name, token in tokens.items():
             seen = set()
@@ -251,12 +216,23 @@ def test_the_front_proxy_sends_each_tenant_home_and_503s_a_dead_home():
         live = next(t for n, t in tokens.items() if homes[n] == 200)
         r = requests.get(url + "/v1/tensors/nothing-here", headers={"Authorization": "Bearer " + live}, timeout=10)
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
-    finally:
-        proc.send_signal(signal.SIGQUIT)
+        # A WebSocket (/v1/stream) passes through to the tenant's home.
+        ws = websocket.create_connection("ws" + url[len("http"):] + "/v1/stream",
+                                         header=["Authorization: Bearer " + live], timeout=10)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            ws.send(json.dumps({"subscribe": ["metrics"], "interval_ms": 100}))
+            assert json.loads(ws.recv())["type"] == "subscribed"
+            assert json.loads(ws.recv())["type"] == "metrics"
+        finally:
+            ws.close()
+        # A body streamed through both tiers, larger than any proxy buffer.
+        big = {"dtype": "float32", "shape": [1 << 18], "data": [1.5] * (1 << 18)}
+        r = requests.put(url + "/v1/tensors/big", json=big, headers={"Authorization": "Bearer " + live}, timeout=30)
+        assert r.status_code in (200, 201), r.text
+        r = requests.get(url + "/v1/tensors/big", headers={"Authorization": "Bearer " + live}, timeout=30)
+        assert r.status_code == 200 and r.json()["data"][-1] == 1.5 and len(r.json()["data"]) == 1 << 18
+    finally:
+        if proxy:
+            proxy.stop()
         _stop_and_check(srv)
         os.unlink(cfg_path)
-        shutil.rmtree(tmp, ignore_errors=True)

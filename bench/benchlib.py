@@ -7,10 +7,13 @@ import hashlib
 import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -186,3 +189,48 @@ class RssSampler:
         v = proc_status_kib(self.pid, "VmRSS")
         if v is not None:
             self.peak_kib = max(self.peak_kib, v)
+
+
+# --- raw sockets: what requests cannot do (slow reads, bodies cut short) ---
+
+def raw_connect(url, rcvbuf=None, timeout=30):
+    u = urllib.parse.urlparse(url)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(timeout)
+    s.connect((u.hostname, u.port))
+    return s
+
+
+def raw_head(method, path, token, length=None, ctype=None, extra=""):
+    h = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n" % (
+        method, path, token)
+    if ctype:
+        h += "Content-Type: %s\r\n" % ctype
+    if length is not None:
+        h += "Content-Length: %d\r\n" % length
+    return (h + extra + "\r\n").encode()
+
+
+def read_head(s, buf=b""):
+    """Reads up to the end of the response head -> (status, headers dict, rest of buffer)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed before the response head")
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return status, headers, rest
+
+
+def close_rudely(s, rst):
+    if rst:  # RST instead of FIN
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()

@@ -76,15 +76,14 @@ import random
 import re
 import select
 import signal
-import socket
 import statistics
 import struct
 import sys
 import time
 import urllib.parse
 
-from benchlib import (pct, proc_status_kib, start_server, token_sha256, wait_ready, write_config,
-                      write_readme_section)
+from benchlib import (close_rudely, pct, proc_status_kib, raw_connect, raw_head, read_head, start_server,
+                      token_sha256, wait_ready, write_config, write_readme_section)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -261,49 +260,6 @@ def timed(rec, http_, tenant, kind, method, path, body=None, headers=None, check
             time.sleep(min(1.0, float(retry or 0.1)))
         except ValueError:
             time.sleep(0.1)
-
-
-def raw_connect(url, rcvbuf=None, timeout=30):
-    u = urllib.parse.urlparse(url)
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    s.settimeout(timeout)
-    s.connect((u.hostname, u.port))
-    return s
-
-
-def raw_head(method, path, token, length=None, ctype=None, extra=""):
-    h = "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n" % (
-        method, path, token)
-    if ctype:
-        h += "Content-Type: %s\r\n" % ctype
-    if length is not None:
-        h += "Content-Length: %d\r\n" % length
-    return (h + extra + "\r\n").encode()
-
-
-def read_head(s, buf=b""):
-    """Reads up to the end of the response head -> (status, headers dict, rest of buffer)."""
-    while b"\r\n\r\n" not in buf:
-        chunk = s.recv(4096)
-        if not chunk:
-            raise ConnectionError("closed before the response head")
-        buf += chunk
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    return status, headers, rest
-
-
-def close_rudely(s, rst):
-    if rst:  # RST instead of FIN
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()
 
 
 # --- roles (each in a process of its own) -----------------------------------

@@ -119,3 +119,22 @@ def test_client_disconnect_cancels_run(serial_server):
     assert time.time() - t0 < 3.0, "the abandoned job kept the partition busy"
     metrics = requests.get(serial_server.url + "/metrics", timeout=10).text
     assert 'state="cancelled"' in metrics
+
+
+def test_the_202_says_the_state_the_job_is_in(base_url):
+    # A short job may run on the request's thread before the 202 is sent
+    # (the short-job path): the answer says so, never "queued" for a job
+    # that has ended; a long one is queued or running.
+    order = ["queued", "running", "succeeded"]
+    tiny = {"program": {"nodes": [{"id": "a", "op": "add", "args": ["x", 1.0], "outputs": ["y"]}],
+                        "outputs": ["y"]},
+            "inputs": {"x": {"dtype": "float32", "shape": [2], "data": [1, 2]}}}
+    for body in (tiny, {"program": chain_program(30, 200)}):
+        for _ in range(5):
+            r = requests.post(base_url + "/v1/jobs", json=body, timeout=30)
+            assert r.status_code == 202, r.text
+            said = r.json()["state"]
+            assert said in order, r.text
+            now = requests.get(base_url + "/v1/jobs/" + r.json()["id"], timeout=10).json()["state"]
+            assert order.index(now) >= order.index(said), (said, now)
+            assert wait_final(base_url, r.json()["id"])["state"] == "succeeded"

@@ -128,16 +128,16 @@ class Fleet:
 
     def slow(self, name):
         """Slow host `name`'s link: netem's delay where the kernel has it, else a
-        token bucket of 256 kbit/s (the answers queue). Returns what it did."""
+        token bucket of 1 Mbit/s (answers queue behind each other). Returns what it did."""
         dev = ["tc", "qdisc", "add", "dev", "eth0", "root"]
         netem = subprocess.run(self.prefix(name) + dev + ["netem", "delay", "20ms", "5ms"],
                                capture_output=True, text=True, timeout=30)
         if netem.returncode == 0:
             return "netem delay 20ms +-5ms"
-        tbf = subprocess.run(self.prefix(name) + dev + ["tbf", "rate", "256kbit", "burst", "1600", "latency", "2s"],
+        tbf = subprocess.run(self.prefix(name) + dev + ["tbf", "rate", "1mbit", "burst", "1600", "latency", "2s"],
                              capture_output=True, text=True, timeout=30)
         assert tbf.returncode == 0, "neither netem (%s) nor tbf (%s)" % (netem.stderr.strip(), tbf.stderr.strip())
-        return "tbf rate 256kbit: this kernel has no netem (%s)" % netem.stderr.strip()
+        return "tbf rate 1mbit: this kernel has no netem (%s)" % netem.stderr.strip()
 
     def unslow(self, name):
         subprocess.run(self.prefix(name) + ["tc", "qdisc", "del", "dev", "eth0", "root"], capture_output=True,

@@ -398,20 +398,24 @@ def wait_all_served(ctx, timeout=15):
 def test_a_slow_host_makes_its_tenants_slower_and_loses_nothing(fleet):
     slow = "h3"
     wait_all_served(fleet)
-    for i, t in enumerate(TOKENS):  # what a SIGKILL lost is written again
-        r = requests.put(fleet.proxy.url + "/v1/tensors/where", headers=auth(t), timeout=10,
-                         json={"dtype": "float32", "shape": [1], "data": [i]})
+    # 2048 floats a tenant: ~10 KB answers, which a throttled link delays
+    # by tens of ms each (a tiny one would fit tbf's burst).
+    for i, t in enumerate(TOKENS):
+        r = requests.put(fleet.proxy.url + "/v1/tensors/slow", headers=auth(t), timeout=10,
+                         json={"dtype": "float32", "shape": [2048], "data": [i + 0.5] * 2048})
         assert r.status_code in (200, 201), r.text
 
     def measure(rounds=8):
         lat = {"slow": [], "others": []}
         codes = []
         for _ in range(rounds):
-            for t in TOKENS:
+            for i, t in enumerate(TOKENS):
                 t0 = time.monotonic()
-                r = proxy_get(fleet, t, "/v1/tensors/where")
+                r = proxy_get(fleet, t, "/v1/tensors/slow")
                 lat["slow" if fleet.homes[t] == slow else "others"].append(time.monotonic() - t0)
                 codes.append(r.status_code)
+                if r.status_code == 200:
+                    assert r.json()["data"][0] == i + 0.5
         return lat, codes
 
     base, base_codes = measure()
@@ -427,4 +431,4 @@ def test_a_slow_host_makes_its_tenants_slower_and_loses_nothing(fleet):
               ms(base["others"], 0.99), ms(loaded["others"], 0.99), ms(base["slow"] + base["others"], 0.99),
               ms(loaded["slow"] + loaded["others"], 0.99), len(codes), sum(c != 200 for c in codes)))
     assert set(base_codes) == {200} and set(codes) == {200}, "nothing lost"
-    assert p(loaded["slow"], 0.99) > 1.5 * p(base["slow"], 0.99), "the slow link slowed its tenants"
+    assert p(loaded["slow"], 0.5) > 2 * p(base["slow"], 0.5), "the slow link slowed its tenants"

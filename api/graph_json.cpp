@@ -2,6 +2,7 @@
 
 #include "api/json_tensor.h"
 #include "api/program_json.h"
+#include "api/sha256.h"
 #include "ops/error.h"
 
 namespace tensord {
@@ -75,6 +76,7 @@ GraphCaptureRequest graph_capture_from_json(const rapidjson::Value& req) {
   auto prog = req.FindMember("program");
   if (prog == req.MemberEnd()) bad("request: missing \"program\"");
   r.program = program_from_json(prog->value);
+  r.program_sha256 = sha256_hex(program_json_text(prog->value));
   bool have_inputs = false;
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());

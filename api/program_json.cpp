@@ -337,6 +337,13 @@ void write_meta(JsonWriter& w, const Tensor& t) {
   bad("request: unknown field \"" + key + "\"");
 }
 
+std::string program_json_text(const rapidjson::Value& program) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  program.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Tensor> file_inputs) {
   if (!req.IsObject()) bad("request must be a JSON object");
   JobSpec s;
@@ -344,13 +351,8 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
   auto prog = req.FindMember("program");
   if (prog == req.MemberEnd()) bad("request: missing \"program\"");
   s.program = program_from_json(prog->value);
-  {
-    rapidjson::StringBuffer sb;
-    JsonWriter w(sb);
-    prog->value.Accept(w);
-    s.program_json.assign(sb.GetString(), sb.GetSize());
-    s.program_sha256 = sha256_hex(s.program_json);
-  }
+  s.program_json = program_json_text(prog->value);
+  s.program_sha256 = sha256_hex(s.program_json);
   for (auto it = req.MemberBegin(); it != req.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
     if (key != "program" && !apply_request_field(s, key, it->value)) unknown_request_field(key);

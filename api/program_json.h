@@ -41,6 +41,10 @@ JobSpec job_spec_from_json(const rapidjson::Value& req, std::map<std::string, Te
 // or the request text of a safetensors body (its __metadata__["request"],
 // `what` naming it in errors) with the file's tensors.
 JobSpec job_spec_from_json_body(std::string& body);
+// A request's "program" written back compactly: what program_sha256 hashes
+// (a run's and a graph capture's alike).
+std::string program_json_text(const rapidjson::Value& program);
+
 JobSpec job_spec_from_json_text(std::string_view request, const char* what, std::map<std::string, Tensor> file_inputs);
 
 // {"outputs": {...}, "job": {...}}. With tensors_inline = false the outputs

@@ -51,6 +51,9 @@ struct CompiledProgram {
   std::vector<std::pair<std::string, int>> outputs;  // name -> value id
   std::map<std::string, int> by_name;                // every named value
   int64_t peak_bytes = 0;                            // memory plan: most bytes live at once (intermediates + outputs)
+  // The sha256 of the program as its client sent it, where one did (a
+  // captured graph's: its replays' job info reports it, as a run's does).
+  std::string program_sha256;
 };
 
 // The op arguments of node `b` with every value id v bound to value_of(v)

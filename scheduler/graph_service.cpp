@@ -35,7 +35,11 @@ std::shared_ptr<CapturedGraph> GraphService::capture(Tenant& tenant, const Graph
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
   // Validation, binding, shape inference and the memory plan: once, inside
   // the capture (GET /v1/graphs/{id} shows is_capturing meanwhile).
-  auto compile = [&cr, &stored_lookup] { return compile_program(cr.program, cr.inputs, stored_lookup); };
+  auto compile = [&cr, &stored_lookup] {
+    CompiledProgram cp = compile_program(cr.program, cr.inputs, stored_lookup);
+    cp.program_sha256 = cr.program_sha256;
+    return cp;
+  };
   return store_.capture(tenant.name, tenant.account, &engine_.backend(), device, compile, cr.pool, cr.name);
 }
 
@@ -60,6 +64,11 @@ std::shared_ptr<CapturedGraph> GraphService::capture_spmd(Tenant& tenant, const 
   auto stored_lookup = [&tenant](const std::string& n) { return tenant.store.get(n); };
   auto compile = [&] {
     compile_spmd_declared(p, cr.program, cr.inputs, cr.per_rank, stored_lookup);
+    for (auto& member : p.programs) {
+      auto named = std::make_shared<CompiledProgram>(*member);
+      named->program_sha256 = cr.program_sha256;
+      member = std::move(named);
+    }
     return p.programs;
   };
   auto scope = [&p](const std::function<void()>& bind) { in_spmd_infer_scope(p, bind); };
@@ -111,7 +120,8 @@ void GraphService::capture_on_ranks(Tenant& tenant, SpmdGraph& sg, const ExecOpt
 
 std::shared_ptr<Job> GraphService::replay_async(Tenant& tenant, const std::shared_ptr<CapturedGraph>& g, JobSpec spec,
                                                 std::function<void(Job&)> done) {
-  spec.graph_id = g->id;  // /v1/trace: the replay's op and run spans name their graph
+  spec.graph_id = g->id;                             // /v1/trace: the replay's op and run spans name their graph
+  spec.program_sha256 = g->program->program_sha256;  // the job info's, as a run's
   for (const auto& [out, stored_name] : spec.store) {
     for (const auto& [name, id] : g->program->outputs) {
       if (name == out && g->program->values[static_cast<size_t>(id)].source == ValueInfo::Source::kInput) {

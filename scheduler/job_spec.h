@@ -77,6 +77,7 @@ struct GraphCaptureRequest {
   std::map<std::string, TensorMeta> inputs;  // from "inputs", else the program's declared inputs
   std::string pool;                          // share the pool of this graph; empty: a new pool
   std::string name;                          // optional model name (API.md 11); empty: none
+  std::string program_sha256;                // of the program as sent
   // "ranks": R or [r0, r1, ...] (API.md 8): an SPMD graph (count or ranks
   // set; no inputs). Inputs whose shapes differ across ranks are declared
   // {"per_rank": [{dtype, shape}, ...]}, one per rank of the group, in its

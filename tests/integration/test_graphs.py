@@ -292,3 +292,27 @@ def test_graph_metrics(client, server):
     assert metric_value(server.url, "tensord_graphs", {"tenant": "default"}) == before_live + 1
     g.delete()
     assert metric_value(server.url, "tensord_graphs", {"tenant": "default"}) == before_live
+
+
+def test_a_replay_reports_the_sha256_of_the_program_it_captured(base_url):
+    prog = affine_program(4)
+    x = {"dtype": "float32", "shape": [4], "data": [1, 2, 3, 4]}
+    r = requests.post(base_url + "/v1/run", json={"program": prog, "inputs": {"x": x}}, timeout=30)
+    assert r.status_code == 200, r.text
+    sha = r.json()["job"]["program_sha256"]
+    r = requests.post(base_url + "/v1/graphs", json={"program": prog, "inputs": {"x": f32([4])}}, timeout=30)
+    assert r.status_code in (200, 201), r.text
+    gid = r.json()["id"]
+    try:
+        r = requests.post(base_url + "/v1/graphs/%s/replay" % gid, json={"inputs": {"x": x}}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["job"]["program_sha256"] == sha and re.fullmatch(r"[0-9a-f]{64}", sha)
+        other = affine_program(4)
+        other["nodes"][0]["args"][1] = 4.0
+        r = requests.post(base_url + "/v1/graphs", json={"program": other, "inputs": {"x": f32([4])}}, timeout=30)
+        assert r.status_code in (200, 201), r.text
+        r2 = requests.post(base_url + "/v1/graphs/%s/replay" % r.json()["id"], json={"inputs": {"x": x}}, timeout=30)
+        assert r2.status_code == 200 and r2.json()["job"]["program_sha256"] not in ("", sha), r2.text
+        requests.delete(base_url + "/v1/graphs/" + r.json()["id"], timeout=30)
+    finally:
+        requests.delete(base_url + "/v1/graphs/" + gid, timeout=30)

@@ -424,14 +424,14 @@ std::vector<BodyView> job_result_to_json_body(const JobResult& r, bool use_b64) 
   return deferred.body(sb);
 }
 
-std::string job_accepted_to_json(const std::string& id, std::string_view state) {
+std::string job_accepted_to_json(const std::string& id) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
   w.Key("id");
   w.String(id);
   w.Key("state");
-  w.String(state.data(), static_cast<rapidjson::SizeType>(state.size()));
+  w.String("queued");
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
 }

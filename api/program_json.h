@@ -54,10 +54,9 @@ std::string job_result_to_json(const JobResult& r, bool tensors_inline, bool use
 // from the writer's buffer (a large b64 output is not copied again).
 std::vector<BodyView> job_result_to_json_body(const JobResult& r, bool use_b64);
 
-// POST /v1/jobs' 202: {"id", "state"}: the state as the job is shown at
-// that moment (GET /v1/jobs/{id}'s), usually queued; a short job may have
-// run already, on the request's thread.
-std::string job_accepted_to_json(const std::string& id, std::string_view state);
+// POST /v1/jobs' 202: {"id", "state": "queued"} (Engine::submit never
+// runs the job before it returns).
+std::string job_accepted_to_json(const std::string& id);
 
 // GET /v1/jobs/{id}: {"id", "state", "tenant", "partition", "queue_ms",
 // "run_ms", "error"? {code, message, node}, "outputs"?, "job"?}. Outputs and

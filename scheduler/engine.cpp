@@ -170,6 +170,10 @@ bool is_small(const CompiledProgram& cp) {
 }  // namespace
 
 std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
+  return compile_and_submit(tenant, std::move(spec), false);
+}
+
+std::shared_ptr<Job> Engine::compile_and_submit(Tenant& tenant, JobSpec spec, bool may_run_here) {
   auto w = std::make_shared<Work>();
   w->tenant = &tenant;
   std::map<std::string, TensorMeta> input_metas;
@@ -186,12 +190,12 @@ std::shared_ptr<Job> Engine::submit(Tenant& tenant, JobSpec spec) {
     if (small) w->exec->expect_run_seconds(0);
     w->spec = std::move(spec);
   }
-  return enqueue(tenant, w);
+  return enqueue(tenant, w, may_run_here);
 }
 
-std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>& w) {
+std::shared_ptr<Job> Engine::enqueue(Tenant& tenant, const std::shared_ptr<Work>& w, bool may_run_here) {
   prepare(tenant, w);
-  return submit_prepared(tenant, w, true);
+  return submit_prepared(tenant, w, may_run_here);
 }
 
 void Engine::prepare(Tenant& tenant, const std::shared_ptr<Work>& w) {
@@ -477,7 +481,7 @@ JobResult Engine::result_of(Job& job) {
 }
 
 std::shared_ptr<Job> Engine::run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done) {
-  std::shared_ptr<Job> job = submit(tenant, std::move(spec));
+  std::shared_ptr<Job> job = compile_and_submit(tenant, std::move(spec), true);
   Job* j = job.get();  // the callback is the job's own: it cannot outlive it
   job->on_end([j, done = std::move(done)] { done(*j); });
   return job;

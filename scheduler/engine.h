@@ -82,8 +82,9 @@ class Engine {
   ~Engine();
 
   // Validates and plans now (throws tensord::Error, nothing queued), then
-  // queues the job and returns at once. A full queue throws 429 queue_full
-  // carrying a Retry-After estimate.
+  // queues the job and returns at once: the job is never run on the
+  // caller's thread (POST /v1/jobs answers "queued" right after). A full
+  // queue throws 429 queue_full carrying a Retry-After estimate.
   std::shared_ptr<Job> submit(Tenant& tenant, JobSpec spec);
   // The asynchronous forms (an HTTP request answered from the job's end,
   // without a thread waiting on it): submit, then `done(job)` once the job
@@ -181,7 +182,11 @@ class Engine {
   // An SPMD job's executable over `plan` (`spec`: the job's, in its Work).
   std::shared_ptr<Executable> spmd_executable(std::shared_ptr<const SpmdPlan> plan, const JobSpec& spec,
                                               std::function<ExecResult(size_t, const ExecOptions&)> member);
-  std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w);  // prepare + submit_prepared
+  // submit's work; run_async's job may run on the caller's thread (the
+  // short-job path: its answer goes out from the job's end either way).
+  std::shared_ptr<Job> compile_and_submit(Tenant& tenant, JobSpec spec, bool may_run_here);
+  std::shared_ptr<Job> enqueue(Tenant& tenant, const std::shared_ptr<Work>& w,
+                               bool may_run_here);  // prepare + submit_prepared
   // Checks store/return names, picks the returned outputs, sets the
   // deadline and creates the job (not queued yet).
   void prepare(Tenant& tenant, const std::shared_ptr<Work>& w);

@@ -99,7 +99,7 @@ void add_run_routes(Router& r, AppContext& app) {
         Tenant& tenant = request_tenant(req);
         std::shared_ptr<Job> job = app.engine->submit(tenant, parse_job_request(req));
         app.jobs->add(job);
-        HttpResponse resp = json_response(202, job_accepted_to_json(job->id(), job_state_name(job->observed_state())));
+        HttpResponse resp = json_response(202, job_accepted_to_json(job->id()));
         resp.headers.emplace_back("Location", "/v1/jobs/" + job->id());
         return resp;
       },

@@ -149,6 +149,16 @@ TEST(JobSchedulerRunHere, OnlyAThreadOnThePartitionsCoresRunsIt) {
   auto f = ran_on.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_NE(f.get(), std::this_thread::get_id());
+  // The runner frees p's one slot just after the job's function returns:
+  // until then a new job queues (no free slot), as it should.
+  const auto p_inflight = [&s] {
+    for (const auto& p : s.stats().partitions) {
+      if (p.name == "p") return p.inflight;
+    }
+    return -1;
+  };
+  for (int i = 0; i < 1000 && p_inflight() != 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(p_inflight(), 0);
   // A thread pinned to p's cores (a lane's) runs it itself.
   std::thread lane([&] {
     ASSERT_TRUE(pin_current_thread(s.cpus("p")));

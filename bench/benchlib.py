@@ -3,9 +3,11 @@ loopback port (and waiting for it to be ready), config files and tokens,
 a process's RSS, percentiles, the torch interpreters to compare against,
 and rewriting their own section of bench/README.md."""
 
+import base64
 import hashlib
 import json
 import os
+import random
 import re
 import socket
 import struct
@@ -234,3 +236,42 @@ def close_rudely(s, rst):
     if rst:  # RST instead of FIN
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
+
+
+# --- request bodies the benchmarks send ---------------------------------------
+
+def f32_bytes(mib, seed):
+    rnd = random.Random(seed)
+    block = bytes(rnd.getrandbits(8) & 0x3f for _ in range(4096))  # finite float32s
+    return (block * ((mib << 20) // 4096 + 1))[:mib << 20]
+
+
+def safetensors_body(tensors, metadata=None):
+    """tensors: {name: (dtype tag, shape, raw bytes)} -> a safetensors file (bytes)."""
+    header, off = {}, 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(t[2] for t in tensors.values())
+
+
+def f32_file(tensors):
+    return safetensors_body({k: ("F32", [len(v) // 4], v) for k, v in tensors.items()})
+
+
+def b64_put_body(raw):
+    return b'{"dtype":"float32","shape":[%d],"b64":"' % (len(raw) // 4) + base64.b64encode(raw) + b'"}'
+
+
+def matmul_program(n=40, size=200, out="t"):
+    """A chain of n size x size float64 matmuls, summed into `out`."""
+    nodes = [{"id": "r", "op": "rand", "args": [[size, size]], "kwargs": {"dtype": "float64", "seed": 1},
+              "outputs": ["x0"]}]
+    for i in range(n):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "args": ["x%d" % i, "x0"], "outputs": ["x%d" % (i + 1)]})
+    nodes.append({"id": "s", "op": "sum", "args": ["x%d" % n], "outputs": [out]})
+    return {"program": {"nodes": nodes, "outputs": [out]}}

@@ -8,16 +8,15 @@ spend their CPU on the socket only."""
 import base64
 import json
 import os
-import random
 import signal
-import struct
 import threading
 import time
 
 import numpy as np
 import requests
 
-from benchlib import close_rudely, raw_connect, raw_head, read_head
+from benchlib import (b64_put_body, close_rudely, f32_bytes, f32_file, matmul_program, raw_connect, raw_head,
+                      read_head, safetensors_body)
 
 KINDS = {
     "compute": "4 clients of 200x200 float64 matmul chains (40 nodes)",
@@ -41,42 +40,6 @@ def describe(kind, mib):
 def max_queued(kind):
     """The heavy tenant's max_queued for this neighbour."""
     return 4 if kind == "storm" else 64
-
-
-def f32_bytes(mib, seed):
-    rnd = random.Random(seed)
-    block = bytes(rnd.getrandbits(8) & 0x3f for _ in range(4096))  # finite float32s
-    return (block * ((mib << 20) // 4096 + 1))[:mib << 20]
-
-
-def safetensors_body(tensors, metadata=None):
-    """tensors: {name: (dtype tag, shape, raw bytes)} -> a safetensors file (bytes)."""
-    header, off = {}, 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    if metadata:
-        header["__metadata__"] = metadata
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(t[2] for t in tensors.values())
-
-
-def f32_file(tensors):
-    return safetensors_body({k: ("F32", [len(v) // 4], v) for k, v in tensors.items()})
-
-
-def b64_put_body(raw):
-    return b'{"dtype":"float32","shape":[%d],"b64":"' % (len(raw) // 4) + base64.b64encode(raw) + b'"}'
-
-
-def matmul_program(n=40, size=200):
-    nodes = [{"id": "r", "op": "rand", "args": [[size, size]], "kwargs": {"dtype": "float64", "seed": 1},
-              "outputs": ["x0"]}]
-    for i in range(n):
-        nodes.append({"id": "m%d" % i, "op": "matmul", "args": ["x%d" % i, "x0"], "outputs": ["x%d" % (i + 1)]})
-    nodes.append({"id": "s", "op": "sum", "args": ["x%d" % n], "outputs": ["t"]})
-    return {"program": {"nodes": nodes, "outputs": ["t"]}}
 
 
 EIGH_NODES = [{"id": "e", "op": "linalg.eigh", "args": ["a"], "kwargs": {"UPLO": "L"}, "outputs": ["w", "v"]}]

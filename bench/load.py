@@ -66,7 +66,6 @@ the server does. Not run by the tests (it is a benchmark: `make bench`).
 """
 
 import argparse
-import base64
 import collections
 import http.client
 import json
@@ -77,13 +76,13 @@ import re
 import select
 import signal
 import statistics
-import struct
 import sys
 import time
 import urllib.parse
 
-from benchlib import (close_rudely, pct, proc_status_kib, raw_connect, raw_head, read_head, start_server,
-                      token_sha256, wait_ready, write_config, write_readme_section)
+from benchlib import (b64_put_body, close_rudely, f32_bytes, f32_file, matmul_program, pct, proc_status_kib,
+                      raw_connect, raw_head, read_head, start_server, token_sha256, wait_ready, write_config,
+                      write_readme_section)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -134,15 +133,6 @@ def eigh_program(batch=2000, n=32):
         "outputs": ["total"]}}
 
 
-def matmul_program(n_nodes=30, size=200):
-    nodes = [{"id": "r", "op": "rand", "args": [[size, size]], "kwargs": {"dtype": "float64", "seed": 1},
-              "outputs": ["x0"]}]
-    for i in range(n_nodes):
-        nodes.append({"id": "m%d" % i, "op": "matmul", "args": ["x%d" % i, "x0"], "outputs": ["x%d" % (i + 1)]})
-    nodes.append({"id": "s", "op": "sum", "args": ["x%d" % n_nodes], "outputs": ["total"]})
-    return {"program": {"nodes": nodes, "outputs": ["total"]}}
-
-
 def long_loop_request():
     """A while_loop that would run for hours: only a disconnect (or, as a
     safety net, its deadline) ends it."""
@@ -159,27 +149,6 @@ def long_loop_request():
                        "x": {"dtype": "float32", "shape": [4], "data": [1, 2, 3, 4]},
                        "n": {"dtype": "int64", "shape": [], "data": 10 ** 15}},
             "deadline_ms": 60000}
-
-
-def safetensors_body(tensors):
-    """tensors: {name: raw float32 bytes} -> a safetensors file (bytes)."""
-    header, off = {}, 0
-    for name, raw in tensors.items():
-        header[name] = {"dtype": "F32", "shape": [len(raw) // 4], "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(tensors.values())
-
-
-def f32_bytes(mib, seed):
-    rnd = random.Random(seed)
-    block = bytes(rnd.getrandbits(8) & 0x3f for _ in range(4096))  # finite floats, incompressible enough
-    return (block * ((mib << 20) // 4096 + 1))[:mib << 20]
-
-
-def b64_put_body(raw):
-    return b'{"dtype":"float32","shape":[%d],"b64":"' % (len(raw) // 4) + base64.b64encode(raw) + b'"}'
 
 
 # --- clients ---------------------------------------------------------------
@@ -300,7 +269,7 @@ def role_light(url, sh, rec, p):
 
 def role_compute(url, sh, rec, p):
     bodies = [("run eigh", json.dumps(eigh_program()).encode()),
-              ("run matmul", json.dumps(matmul_program()).encode())]
+              ("run matmul", json.dumps(matmul_program(30, 200, "total")).encode())]
     ok = lambda d: b'"total"' in d  # noqa: E731
 
     def client(k):
@@ -320,7 +289,7 @@ def role_transfer(url, sh, rec, p):
     raw = f32_bytes(mib, 1)
     half = len(raw) // 2
     json_body = b64_put_body(raw)
-    st_body = safetensors_body({"big/s_a": raw[:half], "big/s_b": raw[half:]})
+    st_body = f32_file({"big/s_a": raw[:half], "big/s_b": raw[half:]})
     ok_json = lambda d: len(d) >= len(raw) * 4 // 3  # noqa: E731
     ok_st = lambda d: len(d) >= len(raw) // 2  # noqa: E731
 
@@ -401,7 +370,7 @@ def role_rude(url, sh, rec, p):
             ("PUT", "/v1/tensors/rude/partial", "application/json", big,
              b'{"dtype":"float32","shape":[%d],"b64":"' % (big // 4) + b"A" * (1 << 20)),
             ("POST", "/v1/tensors:upload", "application/vnd.safetensors", big,
-             safetensors_body({"rude/u": b"\0" * 4096})[:2000] + b"\0" * (1 << 20)),
+             f32_file({"rude/u": b"\0" * 4096})[:2000] + b"\0" * (1 << 20)),
             ("POST", "/v1/run", "application/json", 100000, json.dumps(TINY).encode()[:100]),
             ("POST", "/v1/run", None, None, None),  # a head cut in the middle
         ]
@@ -659,7 +628,7 @@ class Run:
                                   {"Content-Type": "application/json"})
             assert st in (200, 201), st
         st, body, _ = hb.request("POST", "/v1/tensors:upload",
-                                 safetensors_body({"big/s_a": raw[:half], "big/s_b": raw[half:]}),
+                                 f32_file({"big/s_a": raw[:half], "big/s_b": raw[half:]}),
                                  {"Content-Type": "application/vnd.safetensors"})
         assert st == 200, (st, body[:300])
         st, _, _ = hb.request("PUT", "/v1/tensors/slow", b64_put_body(f32_bytes(a.slow_mib, 2)),

@@ -22,6 +22,7 @@
 #include "graphs/graph_pool.h"
 #include "graphs/replay_plan.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/graph_hooks.h"
 #include "ops/memory_account.h"
 #include "tests/unit/graphs/program_builder.h"
 
@@ -125,7 +126,9 @@ struct KernelsAlone {
   }
   void run(OpContext ctx) {
     OutputSlots slots;
-    ctx.out_slots = &slots;
+    GraphHooks hooks;
+    hooks.out_slots = &slots;
+    ctx.graph = &hooks;
     for (size_t i = 0; i < args.size(); ++i) {
       slots = OutputSlots{outs[i].data(), outs[i].size(), 0};
       (*kernels[i])(ctx, args[i]);

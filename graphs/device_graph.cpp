@@ -6,6 +6,7 @@
 #include "graphs/node_runner.h"
 #include "ops/backend.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 
 namespace tensord {
 
@@ -138,11 +139,12 @@ void DeviceGraph::capture(const Frame& f, const OpContext& ctx) {
     const Tensor& slot = f.vals[static_cast<size_t>(b.outputs[0])];
     OutputSlots slots{&slot, 1, 0};
     OpContext c = ctx;
-    c.out_slots = &slots;
+    GraphHooks hooks;
+    hooks.out_slots = &slots;
+    hooks.capture = CapturePhase::kRecord;
+    hooks.captured_work = &work_;
+    c.graph = &hooks;
     c.stored = nullptr;
-    c.recorder = nullptr;
-    c.capture = CapturePhase::kRecord;
-    c.captured_work = &work_;
     const OpArgs<Tensor> args = bind_node_args<Tensor>(b, [&f](size_t v) { return f.vals[v]; });
     const KernelFn& kernel = b.op->kernels.find(backend_->name())->second;
     std::vector<Tensor> out = NodeRunner::call(b, [&] { return kernel(c, args); });
@@ -202,10 +204,10 @@ void DeviceGraph::prepare_collectives(const OpContext& ctx) {
   for (const BoundNode& b : cp_->nodes) {
     if (b.control || !b.op->collective) continue;
     OpContext c = ctx;
-    c.out_slots = nullptr;
+    GraphHooks hooks;
+    hooks.capture = CapturePhase::kPrepare;
+    c.graph = &hooks;
     c.stored = nullptr;
-    c.recorder = nullptr;
-    c.capture = CapturePhase::kPrepare;
     const OpArgs<Tensor> args = bind_node_args<Tensor>(b, [this](size_t v) { return root_->vals[v]; });
     const KernelFn& kernel = b.op->kernels.find(backend_->name())->second;
     NodeRunner::call(b, [&] { return kernel(c, args); });

@@ -19,7 +19,7 @@
 // `collectives` says so and they sit at the program's top level (inside a
 // cond or while_loop body they would take a data-dependent number of seqs:
 // such a program is not capturable). Before the stream capture begins each
-// collective's kernel runs once with OpContext::capture = kPrepare (the
+// collective's kernel runs once with GraphHooks::capture = kPrepare (the
 // ranks check the call agrees, host-synchronous, on the group); during it
 // with kRecord (the NCCL call enqueued on the capturing stream) and hands
 // back the host work each launch needs (ops/captured_work.h: the group's

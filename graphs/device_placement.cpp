@@ -8,8 +8,7 @@ DevicePlacement::DevicePlacement(const OpContext& ctx, size_t values)
     : ctx_(ctx), host_ctx_(ctx.for_host()), active_(ctx.on_device()) {
   if (!active_) return;
   copies_.resize(values);
-  host_ctx_.recorder = nullptr;
-  host_ctx_.out_slots = nullptr;
+  host_ctx_.graph = nullptr;  // a replay's slots and recording are the device kernels'
 }
 
 const KernelFn* DevicePlacement::kernel(const BoundNode& b, const CompiledProgram& cp, bool* host) const {

@@ -14,6 +14,7 @@
 #include "graphs/program_executable.h"
 #include "ops/backend.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 #include "ops/recorded_block.h"
 
 namespace tensord {
@@ -306,7 +307,12 @@ std::vector<Tensor> ReplayPlan::run_views(const ExecOptions& opts) {
 void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
   OpContext ctx = opts.ctx;
   ctx.stored = &pending;
-  ctx.out_slots = nullptr;
+  // This plan's hooks for the kernels it calls (a control-flow body's
+  // runner keeps what the caller's context had, its slots aside).
+  GraphHooks hooks = opts.ctx.graph ? *opts.ctx.graph : GraphHooks{};
+  hooks.out_slots = nullptr;
+  hooks.recorder = nullptr;
+  ctx.graph = &hooks;
   OutputSlots slots;
   int64_t copies = 0;
   NodeRunner runner(*cp_, opts);
@@ -324,11 +330,11 @@ void ReplayPlan::run_code(const ExecOptions& opts, PendingStore& pending) {
       if (b.control) return execute_control_flow(b, ins.args.tensors[0], opts, pending);
       if (ins.general) return (*ins.kernel)(ctx, ins.args);
       slots = OutputSlots{ins.slots.data(), ins.slots.size(), 0};
-      ctx.out_slots = &slots;
-      if (ins.try_record) ctx.recorder = &rec;
+      hooks.out_slots = &slots;
+      if (ins.try_record) hooks.recorder = &rec;
       std::vector<Tensor> r = (*ins.kernel)(ctx, ins.args);
-      ctx.out_slots = nullptr;
-      ctx.recorder = nullptr;
+      hooks.out_slots = nullptr;
+      hooks.recorder = nullptr;
       return r;
     });
     runner.check_results(b, out);

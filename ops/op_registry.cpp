@@ -5,6 +5,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 
 namespace tensord {
 
@@ -35,6 +36,7 @@ std::string_view param_kind_name(ParamKind k) {
 }
 
 Tensor OpContext::empty(DType dtype, Shape shape) const {
+  OutputSlots* out_slots = graph ? graph->out_slots : nullptr;
   if (out_slots && out_slots->next < out_slots->count) {
     const Tensor& slot = out_slots->slots[out_slots->next];
     if (slot.dtype() == dtype && slot.shape() == shape) {

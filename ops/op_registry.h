@@ -24,8 +24,7 @@
 namespace tensord {
 
 class Backend;
-struct BlockRecorder;
-class CapturedWork;
+struct GraphHooks;
 namespace dist {
 class ProcessGroup;
 }
@@ -87,28 +86,6 @@ class StoredIO {
   virtual void write(const std::string& name, Tensor t) = 0;
 };
 
-// Buffers bound to a node's results ahead of time (a captured graph's
-// replay, graphs/replay_plan.h): OpContext::empty hands out slots[next]
-// instead of allocating when its dtype and shape match, and moves on; a
-// request that does not match (a temporary) allocates as usual. The caller
-// checks which results landed in their slot. Used by one kernel call at a
-// time; kernels allocate before they fan out to the pool.
-struct OutputSlots {
-  const Tensor* slots = nullptr;
-  size_t count = 0;
-  size_t next = 0;
-};
-
-// Where a device graph's capture is (graphs/device_graph.h), for the
-// kernels that care (the dist.* collectives; every other kernel is called
-// in kRecord only, and only launches on ctx.stream):
-// kPrepare: before the stream capture begins: a collective checks its call
-//   across the group's ranks (host-synchronous) and launches nothing;
-// kRecord: during the stream capture: a collective enqueues on ctx.stream
-//   through its group (ProcessGroup::enqueue_captured) and hands the work
-//   each replay does for it to OpContext::captured_work.
-enum class CapturePhase : uint8_t { kNone, kPrepare, kRecord };
-
 // What a kernel may use: where to allocate outputs, the worker pool, and the
 // cancellation flag it should poll in long loops.
 struct OpContext {
@@ -117,27 +94,22 @@ struct OpContext {
   std::shared_ptr<MemoryAccount> account;
   ThreadPool* pool = nullptr;
   const std::atomic<bool>* cancelled = nullptr;
-  StoredIO* stored = nullptr;        // null outside a job (e.g. unit tests)
-  OutputSlots* out_slots = nullptr;  // set by a graph replay for one kernel call
+  StoredIO* stored = nullptr;  // null outside a job (e.g. unit tests)
   // The job's stream (its partition runner's): device kernels launch on it;
   // CPU kernels run inline on the runner, which is the stream's only user,
   // so they are in stream order.
   Stream stream{};
-  // Set by a graph replay plan for a node's first run: the CPU elementwise
-  // engine records its loop there (ops/recorded_block.h).
-  BlockRecorder* recorder = nullptr;
   // The rank's group in an SPMD job (API.md 8): the dist.* kernels run
   // their collectives on it. Null outside one: a group of one rank.
   dist::ProcessGroup* group = nullptr;
-  // Set by a device graph's capture (see CapturePhase); kNone otherwise.
-  CapturePhase capture = CapturePhase::kNone;
-  // kRecord: where a captured kernel adds the host work every launch of the
-  // graph needs (ops/captured_work.h).
-  std::vector<std::shared_ptr<CapturedWork>>* captured_work = nullptr;
+  // What a graph's runner (graphs/: a replay plan, a device graph's
+  // capture) hands the kernel it calls (ops/graph_hooks.h); null for a
+  // program run node by node and outside graphs.
+  const GraphHooks* graph = nullptr;
 
   // A fresh output tensor on the context's device (host memory when backend
-  // is null), charged to the account (or the next pre-bound slot of
-  // out_slots when it matches).
+  // is null), charged to the account (or the next pre-bound slot of the
+  // graph's out_slots when it matches).
   Tensor empty(DType dtype, Shape shape) const;
   // True when the backend is a device's (not the CPU backend, not none).
   bool on_device() const;

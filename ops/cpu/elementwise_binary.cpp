@@ -9,6 +9,7 @@
 #include "ops/cpu/elementwise_family.h"
 #include "ops/cpu/elementwise_kernels.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 #include "ops/recorded_block.h"
 #include "ops/type_promotion.h"
 
@@ -206,7 +207,7 @@ OpDef make_div() {
     if (mode != RoundingMode::kNone && is_integral(p.common, false)) {
       check_nonzero_divisor(y);
       // The check reads the divisor's data: a replay must run it each time.
-      if (ctx.recorder) ctx.recorder->reject();
+      if (ctx.graph && ctx.graph->recorder) ctx.graph->recorder->reject();
     }
     switch (mode) {
       case RoundingMode::kNone:

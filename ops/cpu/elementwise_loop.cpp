@@ -8,6 +8,7 @@
 #include "ops/convert.h"
 #include "ops/cpu/half_simd.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 
 namespace tensord::cpu {
 namespace {
@@ -155,7 +156,7 @@ void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span
     inner_stride[k] = p.stride[k][nd - 1];
     TENSORD_ASSERT(inner_stride[k] == 0 || inner_stride[k] == 1);
   }
-  if (BlockRecorder* rec = ctx.recorder) {
+  if (BlockRecorder* rec = ctx.graph ? ctx.graph->recorder : nullptr) {
     // One flat loop over buffers that replays as it ran (recorded_block.h).
     ++rec->calls;
     const bool copyable = state_size != kEwStateNotCopyable && (state == nullptr || state_size > 0);

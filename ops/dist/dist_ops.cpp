@@ -9,7 +9,7 @@
 // groups are NCCL's and take device tensors:
 // ProcessGroup::takes_device_tensors). The latter only names the backend;
 // it calls nothing of CUDA's, so this library stays free of it. Inside an
-// SPMD graph member's device graph capture (OpContext::capture) the device
+// SPMD graph member's device graph capture (GraphHooks::capture) the device
 // kernels take the group's captured path: the call checked across the
 // ranks before the capture, then enqueued on the capturing stream
 // (ProcessGroup::prepare_captured, enqueue_captured).
@@ -28,6 +28,7 @@
 #include "ops/dist/process_group.h"
 #include "ops/dist/spmd_infer.h"
 #include "ops/error.h"
+#include "ops/graph_hooks.h"
 #include "ops/op_registry.h"
 
 namespace tensord::dist {
@@ -131,27 +132,32 @@ Shape result_shape(const CollectiveCall& call, int group_size) {
   return s;
 }
 
+CapturePhase capture_phase(const OpContext& ctx) {
+  return ctx.graph ? ctx.graph->capture : CapturePhase::kNone;
+}
+
 // Inside a device graph's capture (graphs/device_graph.h): before it
 // (kPrepare) the ranks check the call once; during it (kRecord) the
 // collective is enqueued on the capturing stream, its result in the node's
 // buffer, and each launch's host work (seq, flight recorder, the bounded
-// wait) goes to ctx.captured_work. Without a group: a copy of x.
+// wait) goes to the graph's captured_work. Without a group: a copy of x.
 Tensor captured(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
   const std::string name = "dist." + std::string(collective_op_name(s.op));
   if (!ctx.group) {
-    if (ctx.capture == CapturePhase::kPrepare) return Tensor();
+    if (capture_phase(ctx) == CapturePhase::kPrepare) return Tensor();
     Tensor y = ctx.empty(x.dtype(), x.shape());
     if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());
     return y;
   }
   CollectiveCall call = ctx.group->make_call(s.op, &x, s.reduce, s.dim, s.src);
-  if (ctx.capture == CapturePhase::kPrepare) {
+  if (capture_phase(ctx) == CapturePhase::kPrepare) {
     ctx.group->prepare_captured(std::move(call), ctx.cancelled);
     return Tensor();
   }
-  TENSORD_CHECK(ctx.captured_work != nullptr, kInternal, name + ": captured without a place for its replay work");
+  TENSORD_CHECK(ctx.graph->captured_work != nullptr, kInternal,
+                name + ": captured without a place for its replay work");
   Tensor y = ctx.empty(x.dtype(), result_shape(call, ctx.group->size()));
-  ctx.captured_work->push_back(ctx.group->enqueue_captured(std::move(call), y, ctx.stream));
+  ctx.graph->captured_work->push_back(ctx.group->enqueue_captured(std::move(call), y, ctx.stream));
   return y;
 }
 
@@ -162,7 +168,7 @@ Tensor captured(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
 // and its result goes back to the device. Without a group (a program of one
 // rank): a copy of x, ordered on the rank's stream.
 Tensor on_device(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
-  if (ctx.capture != CapturePhase::kNone) return captured(ctx, x, s);
+  if (capture_phase(ctx) != CapturePhase::kNone) return captured(ctx, x, s);
   if (!ctx.group) {
     Tensor y = ctx.empty(x.dtype(), x.shape());
     if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());

@@ -32,6 +32,7 @@
 
 #include "ops/dist/collective.h"
 #include "ops/dist/group_factory.h"
+#include "scheduler/spmd/peer_call_pool.h"
 
 namespace gloo {
 namespace rendezvous {
@@ -101,6 +102,8 @@ class RankWorkers {
                                       const std::function<void()>& tick, const std::atomic<bool>* stop = nullptr);
   // Local rank r's flight recorder (global rank offset() + r).
   std::shared_ptr<dist::FlightRecorder> recorder(int r) const;
+  // Where the coordinator's calls to the parts on other servers run.
+  PeerCallPool& peer_calls() { return peer_calls_; }
 
  private:
   struct Rank;
@@ -123,6 +126,7 @@ class RankWorkers {
   std::map<std::string, std::shared_ptr<Group>> groups_;
   int64_t next_pg_id_ = 0;
   std::vector<std::thread> reapers_;  // retired groups winding down
+  PeerCallPool peer_calls_;           // first to go: its calls wait on no rank
 };
 
 }  // namespace tensord

@@ -94,10 +94,11 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
   fw->left = remote.size();
   size_t k = 0;
   for (auto& [server, members] : remote) {
-    // Detached: a peer that stalls must not hold the job past its failure;
-    // the thread ends when the peer answers or its deadline passes.
-    std::thread([fw, abort, k, server = server, members = members, peers = run.peers, spec = *run.spec,
-                 group = plan.ranks, key = run.key, deadline = base.deadline] {
+    // On a thread of its own (PeerCallPool): a peer that stalls must not
+    // hold the job past its failure; the call ends when the peer answers or
+    // its deadline passes, and only the shared state waits for it.
+    workers.peer_calls().post([fw, abort, k, server = server, members = members, peers = run.peers, spec = *run.spec,
+                               group = plan.ranks, key = run.key, deadline = base.deadline] {
       try {
         auto outs = peers->run_part(server, spec, group, members, key, deadline);
         std::lock_guard lk(fw->mu);
@@ -110,7 +111,7 @@ std::vector<ExecResult> run_spmd(const SpmdRun& run, RankWorkers& workers, const
       std::lock_guard lk(fw->mu);
       fw->answered[k] = true;
       --fw->left;
-    }).detach();
+    });
     ++k;
   }
 

@@ -5,7 +5,8 @@ of the project's Python stacks (API.md 12: numpy 1.24 and 2.x):
 - build/tools-venv: a plain venv from PyPI (numpy 2.x, no torch),
 - build/torch-venv: torch 2.15, torchao, ml-dtypes and safetensors from
   PyPI (scripts/install-torch.sh): the MX interop tests
-  (test_mx_torchao.py) must run there, none skipped.
+  (test_mx_torchao.py, test_mx_torch_export.py) must run there, none
+  skipped.
 
 Each runs pytest in its own interpreter, as a subprocess; a stack that is
 not there (scripts/install-pytools.sh and install-torch.sh make them)
@@ -60,5 +61,5 @@ def test_client_tests_pass_under(stack):
     assert "error" not in proc.stdout.splitlines()[-1], tail
     if stack == FULL_STACK:
         skipped = [line for line in proc.stdout.splitlines()
-                   if line.startswith("SKIPPED") and "test_mx_torchao" in line]
+                   if line.startswith("SKIPPED") and ("test_mx_torchao" in line or "test_mx_torch_export" in line)]
         assert not skipped, "MX interop tests skipped where torchao is installed:\n" + "\n".join(skipped)

@@ -1,5 +1,6 @@
 """The client's own tests: no tensord server needed (the server-backed ones
-are tests/integration/test_client_*.py).
+are tests/integration/test_client_*.py), but for test_mx_torch_export.py,
+which needs torch.export from PyPI's torch and starts build/tensord itself.
 
 They test the package in this checkout (clients/python goes first on
 sys.path), under whichever interpreter runs pytest: the project runs them

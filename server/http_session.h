@@ -15,10 +15,10 @@
 #include <string_view>
 
 #include "api/http_types.h"
-#include "api/json_b64_stream.h"
 #include "server/beast.h"
-#include "server/stream_inflater.h"
+#include "server/content_coding.h"
 #include "server/parts_body.h"
+#include "server/request_body.h"
 #include "server/reply_sink.h"
 #include "server/router.h"
 
@@ -66,33 +66,28 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void read_body_parsed();
   void on_read_body(beast::error_code ec, std::size_t bytes);
   void rearm_body_timer();
-  // A body of at least kDirectBodyBytes with a Content-Length: read with
-  // the socket's own reads into its final string (from the body pool),
-  // then handled as if Beast had read it.
-  void start_body_direct(size_t len, BodyKind kind);
-  void read_body_direct();
-  // A kInflated route's body with Content-Encoding gzip or deflate and a
-  // Content-Length: inflated as it arrives (stream_inflater.h), the
-  // inflated bytes checked against --max-body-bytes and charged to the
-  // tenant before they are held; the compressed ones are never held whole.
-  // handle_request sees the inflated body and no Content-Encoding.
-  void start_body_inflate(ContentCoding coding, size_t len, BodyKind kind);
-  void read_body_inflate();
-  // Feeds a piece to inflater_; false when that ended the request (its
-  // error answered, the connection closing).
-  bool inflate_piece(std::string_view in);
-  // 64 KiB a read: one piece of a bomb inflates to at most ~64 MiB (zlib's
-  // ratio is ~1032:1) before the limit stops it, a bounded stall for the
-  // thread reading it.
-  static constexpr size_t kInflateReadBytes = size_t{64} << 10;
-  std::unique_ptr<StreamInflater> inflater_;
-  std::string inflate_in_;   // the compressed body's read buffer
-  size_t inflate_left_ = 0;  // its bytes still to come
+  // With the socket's own reads, through a RequestBody (request_body.h):
+  // a body of at least kDirectBodyBytes with a Content-Length (into its
+  // final string from the body pool; a JSON kTensorUpload body decoding
+  // its "b64" value as it comes), and a kInflated route's body with
+  // Content-Encoding gzip or deflate and a Content-Length (inflated as it
+  // arrives, checked against --max-body-bytes and charged before the
+  // bytes are held; handle_request sees the inflated body and no
+  // Content-Encoding). Then handled as if Beast had read it.
+  void start_body(RequestBody::Mode mode, size_t len, BodyKind kind, std::optional<ContentCoding> coding = {});
+  void read_body_socket();
+  // The body is all read: the low-water watch stopped, the mark back to
+  // 1, what handle_request takes set aside (decoded_b64_, body_charge_).
+  void finish_body();
+  // Stops reading a large body: its buffers back to the pool, its charge
+  // released.
+  void drop_body();
+  std::optional<RequestBody> body_;
+  std::shared_ptr<void> body_charge_;  // the finished body's, for handle_request
   // What the request's route takes (server/router.h): kCharged and
   // kTensorUpload bodies are charged to the tenant as they arrive; a JSON
-  // kTensorUpload body is read through b64_stream_, which decodes the
-  // "b64" value as it comes. Matches the route (kept in early_ for
-  // handle_request: one match per request).
+  // kTensorUpload body is read through a kB64 RequestBody. Matches the
+  // route (kept in early_ for handle_request: one match per request).
   BodyKind route_body_kind();
   struct EarlyMatch {
     std::string path;
@@ -100,39 +95,17 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
     RouteMatch match;
   };
   std::optional<EarlyMatch> early_;
-  void read_body_stream();
-  // Charges the tenant's account (body_account_) up to `held` bytes of the
-  // body, in steps of kChargeStep (and all of it when `last`); false when
-  // that passes its quota: the request is answered 429 and closed.
-  bool charge_body(size_t held, bool last);
-  // Charges or releases body_account_ to hold exactly `held` bytes; throws
-  // (quota_exceeded) with nothing charged when that passes the quota.
-  void charge_to(size_t held);
-  void release_body_charge();
-  // The body is all read: the low-water watch stopped, the mark back to 1,
-  // its charge kept in body_charge_ for handle_request.
-  void end_body_read();
-  // Stops reading a large body: its buffers back to the pool, its charge
-  // released.
-  void drop_body();
-  static constexpr size_t kChargeStep = size_t{1} << 20;
-  std::shared_ptr<MemoryAccount> body_account_;
-  size_t body_charged_ = 0;
-  std::shared_ptr<void> body_charge_;  // the finished body's, for handle_request
   // SO_RCVLOWAT while a large body is read (see the definition).
-  void set_low_water(size_t left);
+  void set_low_water(int want);
   static constexpr size_t kLowWaterBytes = size_t{256} << 10;
   static constexpr std::chrono::microseconds kLowWaterPace{100'000};
-  int low_water_ = 1;     // the socket's mark now
-  size_t last_read_ = 0;  // what the body's last read brought, and when it was asked for
-  std::chrono::steady_clock::time_point last_read_at_{};
+  int low_water_ = 1;  // the socket's mark now
   // While a large body is read: drops the mark to 1 when no read has
   // completed for kLowWaterWatch.
   void watch_low_water(bool on);
   static constexpr std::chrono::milliseconds kLowWaterWatch{200};
   std::optional<net::steady_timer> low_water_timer_;
   bool watching_body_ = false;
-  uint64_t body_reads_ = 0;
   // A read failed: answer 400/413 when it was the request's fault, else close.
   void on_read_error(beast::error_code ec);
 
@@ -175,11 +148,8 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   static constexpr size_t kBodyBufferBytes = 1 << 20;
   static constexpr std::chrono::milliseconds kTimerRearm{500};
   static constexpr size_t kDirectBodyBytes = size_t{4} << 20;
-  std::string direct_body_;  // a body being read directly, and how much of it has come
-  size_t direct_got_ = 0;
-  std::optional<JsonB64Stream> b64_stream_;  // a body being decoded as it comes
-  std::optional<DecodedB64> decoded_b64_;    // what it decoded, for handle_request
-  size_t streamed_bytes_ = 0;                // and the body's length
+  std::optional<DecodedB64> decoded_b64_;  // what a kB64 body decoded, for handle_request
+  size_t streamed_bytes_ = 0;              // and the body's length
 
   // In an optional so that move_to_lane can rebuild it on another executor
   // (a Beast stream cannot be reassigned).

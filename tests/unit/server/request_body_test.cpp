@@ -1,7 +1,6 @@
 #include "server/request_body.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include "ops/error.h"
 #include "ops/memory_account.h"
 #include "server/body_pool.h"
+#include "tests/unit/server/zlib_reference.h"
 
 namespace tensord {
 namespace {
@@ -18,17 +18,7 @@ namespace {
 using Mode = RequestBody::Mode;
 
 std::string gzipped(const std::string& s) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, s.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
-  z.avail_in = static_cast<uInt>(s.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return compressed(s, ContentCoding::kGzip, 9);
 }
 
 // Feeds `wire` to the body as the socket would, at most `piece` bytes a read.

@@ -65,7 +65,7 @@ void add_matmul(CaseTable& t) {
       {{3, 4}, {4, 5}},          {{4}, {4}},       {{3, 4}, {4}},    {{4}, {4, 5}},    {{2, 3, 4}, {4, 5}},
       {{2, 1, 3, 4}, {3, 4, 2}}, {{3}, {2, 3, 4}}, {{3, 0}, {0, 2}}, {{0, 4}, {4, 2}}, {{1, 1}, {1, 1}}};
   for (const auto& [a, b] : shapes) {
-    c.variant(shape_str(a) + " @ " + shape_str(b), [a, b](DType d, Rng& g) {
+    c.variant(shape_str(a) + " @ " + shape_str(b), [a = a, b = b](DType d, Rng& g) {
       return Call().arg("input", random_tensor(d, a, g, {-1, 1})).arg("other", random_tensor(d, b, g, {-1, 1}));
     });
   }

@@ -165,7 +165,7 @@ Tensor one_element(double v) {
 void add_variants(OpCases& c, const std::vector<std::pair<std::string, Attrs>>& hypers,
                   const std::vector<Shape>& shapes = {{3, 4}, {5}}) {
   for (const auto& [name, h] : hypers) {
-    c.variant(name, [shapes, h](DType d, Rng& g) { return optim_call(d, g, shapes, h); });
+    c.variant(name, [shapes, h = h](DType d, Rng& g) { return optim_call(d, g, shapes, h); });
   }
   const Attrs first = hypers.front().second;
   c.variant("grad_scale", [shapes, first](DType d, Rng& g) {
@@ -227,7 +227,7 @@ void add_optim_cases(CaseTable& t) {
            {"plain momentum, match_rms_adamw",
             {{"nesterov", Attr(false)}, {"adjust_lr_fn", Attr("match_rms_adamw")}, {"weight_decay", Attr(0.0)}}},
            {"ns_steps 2", {{"ns_steps", Attr(int64_t{2})}, {"momentum", Attr(0.5)}}}}) {
-    muon.variant(name, [mats, h](DType d, Rng& g) { return optim_call(d, g, mats, h); });
+    muon.variant(name, [mats, h = h](DType d, Rng& g) { return optim_call(d, g, mats, h); });
   }
   muon.variant("large",
                [](DType d, Rng& g) {

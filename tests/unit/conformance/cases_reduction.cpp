@@ -209,7 +209,7 @@ void add_norm(CaseTable& t) {
                                              {"0.5", Attr(0.5)},   {"inf", Attr("inf")},      {"-inf", Attr("-inf")},
                                              {"fro", Attr("fro")}, {"inf number", Attr(kInf)}};
   for (const auto& [name, p] : ps) {
-    c.variant(std::string("p=") + name, [p](DType d, Rng& g) {
+    c.variant(std::string("p=") + name, [p = p](DType d, Rng& g) {
       return reduce_call(d, {3, 5}, g, Attr(Dims{1})).arg("p", p);
     });
   }

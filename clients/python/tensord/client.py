@@ -241,6 +241,16 @@ class Client:
         s = getattr(self._local, "session", None)
         if s is None:
             s = requests.Session()
+            # The environment's proxies, CA bundle and .netrc, read once for
+            # the session: with trust_env on, requests reads them from
+            # os.environ on every request, most of a tiny call's own time.
+            env = s.merge_environment_settings(self.url, {}, None, None, None)
+            s.proxies.update(env["proxies"])
+            if env["verify"] not in (None, True):
+                s.verify = env["verify"]
+            if not self.token:
+                s.auth = requests.utils.get_netrc_auth(self.url)
+            s.trust_env = False
             if self.token:
                 s.headers["Authorization"] = "Bearer " + self.token
             self._local.session = s

@@ -87,6 +87,36 @@ def test_retries_turn_429_into_success(fake):
     assert sum(1 for p, _ in fake.hits if p == "/busy/b") == 4
 
 
+def proxy_env(monkeypatch, proxy, no_proxy=None):
+    for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+              "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    if no_proxy:
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+
+
+def test_the_environments_proxy_is_honoured(fake, monkeypatch):
+    # The session reads the environment once, not on every request: what it
+    # read must still send the request through the proxy (the fake is the
+    # proxy here: a proxied request's target is the absolute URL).
+    proxy_env(monkeypatch, fake.url)
+    c = tensord.Client("http://tensord.invalid:9", retries=0)
+    for _ in range(2):
+        with pytest.raises(tensord.NotFound):
+            c._request("GET", "/via/proxy")
+    assert [p for p, _ in fake.hits] == ["http://tensord.invalid:9/via/proxy"] * 2
+    assert not c.session.trust_env, "requests would read os.environ again on every request"
+
+
+def test_no_proxy_is_honoured(fake, monkeypatch):
+    proxy_env(monkeypatch, "http://127.0.0.1:9", no_proxy="127.0.0.1")
+    c = tensord.Client(fake.url, retries=0)
+    fake.busy["/busy/np"] = 0
+    assert c._request("GET", "/busy/np").json() == {"ok": True}
+    assert [p for p, _ in fake.hits] == ["/busy/np"]
+
+
 def test_retries_zero_raises_at_once(fake):
     c = tensord.Client(fake.url, retries=0)
     fake.busy["/busy/c"] = 1

@@ -51,4 +51,14 @@ struct GraphHooks {
   std::vector<std::shared_ptr<CapturedWork>>* captured_work = nullptr;
 };
 
+// What a kernel reads of its context's hooks (OpContext::graph, null
+// outside a graph's runner): the recorder (null: record nothing) and the
+// capture phase (kNone: not capturing).
+inline BlockRecorder* graph_recorder(const GraphHooks* g) {
+  return g ? g->recorder : nullptr;
+}
+inline CapturePhase graph_capture(const GraphHooks* g) {
+  return g ? g->capture : CapturePhase::kNone;
+}
+
 }  // namespace tensord

@@ -100,12 +100,11 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   static constexpr size_t kLowWaterBytes = size_t{256} << 10;
   static constexpr std::chrono::microseconds kLowWaterPace{100'000};
   int low_water_ = 1;  // the socket's mark now
-  // While a large body is read: drops the mark to 1 when no read has
-  // completed for kLowWaterWatch.
+  // While a large body is read (body_ set): drops the mark to 1 when no
+  // read has completed for kLowWaterWatch.
   void watch_low_water(bool on);
   static constexpr std::chrono::milliseconds kLowWaterWatch{200};
   std::optional<net::steady_timer> low_water_timer_;
-  bool watching_body_ = false;
   // A read failed: answer 400/413 when it was the request's fault, else close.
   void on_read_error(beast::error_code ec);
 

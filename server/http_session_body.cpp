@@ -164,8 +164,7 @@ void HttpSession::watch_low_water(bool on) {
   // a connection that is still moving): a read that has not completed for
   // kLowWaterWatch gets a mark of 1, so whatever has come wakes it. One
   // timer for the whole body, not one per read (a timer syscall per read
-  // cost 19% before, see rearm_body_timer).
-  watching_body_ = on;
+  // cost 19% before, see rearm_body_timer). Watched while body_ is read.
   if (!on) {
     if (low_water_timer_) low_water_timer_->cancel();
     return;
@@ -175,7 +174,7 @@ void HttpSession::watch_low_water(bool on) {
   }
   low_water_timer_->expires_after(kLowWaterWatch);
   low_water_timer_->async_wait([self = shared_from_this(), seen = body_->reads()](beast::error_code ec) {
-    if (ec || !self->watching_body_ || !self->body_) return;
+    if (ec || !self->body_) return;
     if (self->body_->reads() == seen && self->low_water_ > 1) {
       beast::error_code sec;
       self->stream_->socket().set_option(net::socket_base::receive_low_watermark(1), sec);
@@ -187,8 +186,7 @@ void HttpSession::watch_low_water(bool on) {
 
 void HttpSession::drop_body() {
   watch_low_water(false);
-  if (body_) body_->drop();  // its buffers back to the pool, its charge released
-  body_.reset();
+  body_.reset();  // its buffers back to the pool, its charge released (~RequestBody)
 }
 
 void HttpSession::on_read_body(beast::error_code ec, std::size_t) {

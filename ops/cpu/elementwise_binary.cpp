@@ -207,7 +207,7 @@ OpDef make_div() {
     if (mode != RoundingMode::kNone && is_integral(p.common, false)) {
       check_nonzero_divisor(y);
       // The check reads the divisor's data: a replay must run it each time.
-      if (ctx.graph && ctx.graph->recorder) ctx.graph->recorder->reject();
+      if (BlockRecorder* rec = graph_recorder(ctx.graph)) rec->reject();
     }
     switch (mode) {
       case RoundingMode::kNone:

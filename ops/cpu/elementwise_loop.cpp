@@ -156,7 +156,7 @@ void ew_run(const OpContext& ctx, const Tensor& out, DType kernel_out, std::span
     inner_stride[k] = p.stride[k][nd - 1];
     TENSORD_ASSERT(inner_stride[k] == 0 || inner_stride[k] == 1);
   }
-  if (BlockRecorder* rec = ctx.graph ? ctx.graph->recorder : nullptr) {
+  if (BlockRecorder* rec = graph_recorder(ctx.graph)) {
     // One flat loop over buffers that replays as it ran (recorded_block.h).
     ++rec->calls;
     const bool copyable = state_size != kEwStateNotCopyable && (state == nullptr || state_size > 0);

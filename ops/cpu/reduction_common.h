@@ -113,7 +113,7 @@ void run_reduce(const OpContext& ctx, const P& p, const Tensor& x, const ReduceP
   using Src = typename P::Src;
   const int64_t n_out = out.numel();
   if (n_out == 0) return;
-  if (ctx.graph && ctx.graph->recorder) record_full_fold(*ctx.graph->recorder, p, finalize, x, acc_dtype, out);
+  if (BlockRecorder* rec = graph_recorder(ctx.graph)) record_full_fold(*rec, p, finalize, x, acc_dtype, out);
   const bool direct = acc_dtype == out.dtype();
   std::vector<Acc> tmp;
   Acc* acc = nullptr;

@@ -132,10 +132,6 @@ Shape result_shape(const CollectiveCall& call, int group_size) {
   return s;
 }
 
-CapturePhase capture_phase(const OpContext& ctx) {
-  return ctx.graph ? ctx.graph->capture : CapturePhase::kNone;
-}
-
 // Inside a device graph's capture (graphs/device_graph.h): before it
 // (kPrepare) the ranks check the call once; during it (kRecord) the
 // collective is enqueued on the capturing stream, its result in the node's
@@ -144,13 +140,13 @@ CapturePhase capture_phase(const OpContext& ctx) {
 Tensor captured(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
   const std::string name = "dist." + std::string(collective_op_name(s.op));
   if (!ctx.group) {
-    if (capture_phase(ctx) == CapturePhase::kPrepare) return Tensor();
+    if (graph_capture(ctx.graph) == CapturePhase::kPrepare) return Tensor();
     Tensor y = ctx.empty(x.dtype(), x.shape());
     if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());
     return y;
   }
   CollectiveCall call = ctx.group->make_call(s.op, &x, s.reduce, s.dim, s.src);
-  if (capture_phase(ctx) == CapturePhase::kPrepare) {
+  if (graph_capture(ctx.graph) == CapturePhase::kPrepare) {
     ctx.group->prepare_captured(std::move(call), ctx.cancelled);
     return Tensor();
   }
@@ -168,7 +164,7 @@ Tensor captured(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
 // and its result goes back to the device. Without a group (a program of one
 // rank): a copy of x, ordered on the rank's stream.
 Tensor on_device(const OpContext& ctx, const Tensor& x, const CallSpec& s) {
-  if (capture_phase(ctx) != CapturePhase::kNone) return captured(ctx, x, s);
+  if (graph_capture(ctx.graph) != CapturePhase::kNone) return captured(ctx, x, s);
   if (!ctx.group) {
     Tensor y = ctx.empty(x.dtype(), x.shape());
     if (x.nbytes()) ctx.backend->copy_on_device(ctx.stream, y.data(), x.data(), x.nbytes());

@@ -140,6 +140,37 @@ Node node_from_json(const rapidjson::Value& v, size_t index, int depth) {
   return n;
 }
 
+// The "backend" object: the same for every job of a server (the engine's
+// one libraries map), so written once per thread and then copied as it was
+// written.
+const std::string& backend_json(const JobResult& r) {
+  struct Cached {
+    std::shared_ptr<const std::map<std::string, std::string>> libraries;  // held: its address stays its own
+    std::string backend;
+    std::string json;
+  };
+  thread_local Cached cache;
+  if (cache.json.empty() || cache.libraries != r.libraries || cache.backend != r.backend) {
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("name");
+    w.String(r.backend);
+    w.Key("libraries");
+    w.StartObject();
+    if (r.libraries) {
+      for (const auto& [k, v] : *r.libraries) {
+        w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
+        w.String(v);
+      }
+    }
+    w.EndObject();
+    w.EndObject();
+    cache = {r.libraries, r.backend, std::string(sb.GetString(), sb.GetSize())};
+  }
+  return cache.json;
+}
+
 void write_job(JsonWriter& w, const JobResult& r) {
   w.Key("job");
   w.StartObject();
@@ -156,17 +187,8 @@ void write_job(JsonWriter& w, const JobResult& r) {
   w.Key("plan_peak_bytes");
   w.Int64(r.plan_peak_bytes);
   w.Key("backend");
-  w.StartObject();
-  w.Key("name");
-  w.String(r.backend);
-  w.Key("libraries");
-  w.StartObject();
-  for (const auto& [k, v] : r.libraries) {
-    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
-    w.String(v);
-  }
-  w.EndObject();
-  w.EndObject();
+  const std::string& backend = backend_json(r);
+  w.RawValue(backend.data(), backend.size(), rapidjson::kObjectType);
   w.EndObject();
 }
 

@@ -3,6 +3,11 @@
 #include <array>
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace tensord {
 namespace {
 
@@ -57,15 +62,86 @@ void block(std::array<uint32_t, 8>& h, const unsigned char* p) {
   h[7] += hh;
 }
 
+#if defined(__x86_64__)
+// The SHA extensions (Intel SHA-NI, AMD Zen): four rounds per pair of
+// sha256rnds2, the message schedule by sha256msg1/msg2. The state lives as
+// ABEF and CDGH, as the instructions want it.
+__attribute__((target("sha,sse4.1,ssse3"))) void blocks_shani(std::array<uint32_t, 8>& h, const unsigned char* p,
+                                                              size_t n) {
+  const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&h[0])), 0xB1);     // CDAB
+  __m128i state1 = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&h[4])), 0x1B);  // EFGH
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);                                                    // ABEF
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);                                                         // CDGH
+  for (size_t b = 0; b < n; ++b, p += 64) {
+    const __m128i abef = state0, cdgh = state1;
+    __m128i w[4];
+    for (int i = 0; i < 4; ++i) {
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), bswap);
+    }
+    for (int g = 0; g < 16; ++g) {
+      if (g >= 4) {
+        // W[t..t+3] from W[t-16..t-1]: w[g % 4] holds W[t-16..t-13].
+        __m128i x = _mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]);
+        x = _mm_add_epi32(x, _mm_alignr_epi8(w[(g + 3) % 4], w[(g + 2) % 4], 4));  // + W[t-7..t-4]
+        w[g % 4] = _mm_sha256msg2_epu32(x, w[(g + 3) % 4]);
+      }
+      __m128i m =
+          _mm_add_epi32(w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kK[4 * static_cast<size_t>(g)])));
+      state1 = _mm_sha256rnds2_epu32(state1, state0, m);
+      m = _mm_shuffle_epi32(m, 0x0E);
+      state0 = _mm_sha256rnds2_epu32(state0, state1, m);
+    }
+    state0 = _mm_add_epi32(state0, abef);
+    state1 = _mm_add_epi32(state1, cdgh);
+  }
+  tmp = _mm_shuffle_epi32(state0, 0x1B);        // FEBA
+  state1 = _mm_shuffle_epi32(state1, 0xB1);     // DCHG
+  state0 = _mm_blend_epi16(tmp, state1, 0xF0);  // DCBA
+  state1 = _mm_alignr_epi8(state1, tmp, 8);     // HGFE
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&h[0]), state0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&h[4]), state1);
+}
+
+bool cpu_has_sha() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool ssse3 = (c & (1u << 9)) != 0, sse41 = (c & (1u << 19)) != 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return ssse3 && sse41 && (b & (1u << 29)) != 0;
+}
+#endif
+
+void blocks(std::array<uint32_t, 8>& h, const unsigned char* p, size_t n, bool cpu_extensions) {
+#if defined(__x86_64__)
+  static const bool has_sha = cpu_has_sha();
+  if (cpu_extensions && has_sha) return blocks_shani(h, p, n);
+#endif
+  (void)cpu_extensions;
+  for (size_t i = 0; i < n; ++i) block(h, p + 64 * i);
+}
+
 }  // namespace
 
+bool sha256_cpu_extensions() {
+#if defined(__x86_64__)
+  return cpu_has_sha();
+#else
+  return false;
+#endif
+}
+
 std::string sha256_hex(std::string_view data) {
+  return sha256_hex(data, true);
+}
+
+std::string sha256_hex(std::string_view data, bool cpu_extensions) {
   std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   size_t n = data.size();
   size_t full = n / 64;
-  for (size_t i = 0; i < full; ++i) block(h, p + 64 * i);
+  blocks(h, p, full, cpu_extensions);
   unsigned char tail[128] = {};
   size_t rem = n - full * 64;
   for (size_t i = 0; i < rem; ++i) tail[i] = p[full * 64 + i];
@@ -73,12 +149,12 @@ std::string sha256_hex(std::string_view data) {
   size_t tail_len = rem + 1 + 8 <= 64 ? 64 : 128;
   uint64_t bits = static_cast<uint64_t>(n) * 8;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - static_cast<size_t>(i)] = static_cast<unsigned char>(bits >> (8 * i));
-  block(h, tail);
-  if (tail_len == 128) block(h, tail + 64);
+  blocks(h, tail, tail_len / 64, cpu_extensions);
   static const char* hex = "0123456789abcdef";
-  std::string out;
+  std::string out(64, '0');
+  size_t at = 0;
   for (uint32_t v : h) {
-    for (int s = 28; s >= 0; s -= 4) out += hex[(v >> s) & 15];
+    for (int s = 28; s >= 0; s -= 4) out[at++] = hex[(v >> s) & 15];
   }
   return out;
 }

@@ -3,6 +3,9 @@
 // times: a CompiledProgram is immutable and may be shared across threads).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,7 +46,31 @@ struct BoundNode {
   std::shared_ptr<const ControlFlow> control;
 };
 
+// A number no other object has had: a copy takes a new one. What a cache
+// keyed by a program object compares (the trace's tables, built from a
+// program's nodes) instead of the program's contents, which a program
+// freed and another built at the same address could share only by chance.
+class ObjectSerial {
+ public:
+  ObjectSerial() : value_(next()) {}
+  ObjectSerial(const ObjectSerial&) : value_(next()) {}
+  ObjectSerial& operator=(const ObjectSerial&) {
+    value_ = next();
+    return *this;
+  }
+  ~ObjectSerial() = default;
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t next() {
+    static std::atomic<uint64_t> n{1};
+    return n.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t value_;
+};
+
 struct CompiledProgram {
+  ObjectSerial serial;
   std::vector<ValueInfo> values;
   std::vector<Tensor> constants;                     // indexed like values; defined for kStored/kConstant
   std::vector<BoundNode> nodes;                      // topological order

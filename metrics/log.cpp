@@ -2,9 +2,6 @@
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -23,20 +21,24 @@ namespace {
 // stderr, with info and debug lines held for at most kFlushEvery (or
 // until kHoldBytes) and written together: a write(2) per line cost a tiny
 // request two system calls and a wake of whoever reads the pipe. Warnings
-// and errors are written at once, after what was held (flush_on), so the
-// lines stay in order and what explains a failure is never held.
-class HeldStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+// and errors are written at once, after what was held, so the lines stay
+// in order and what explains a failure is never held.
+class HeldStderr {
  public:
   static constexpr size_t kHoldBytes = size_t{64} << 10;
 
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t line;
-    formatter_->format(msg, line);
-    held_.append(line.data(), line.size());
-    if (held_.size() >= kHoldBytes) flush_();
+  void append(std::string_view line, bool now) {
+    std::lock_guard lock(mu_);
+    held_.append(line);
+    if (now || held_.size() >= kHoldBytes) flush_locked();
   }
-  void flush_() override {
+  void flush() {
+    std::lock_guard lock(mu_);
+    flush_locked();
+  }
+
+ private:
+  void flush_locked() {
     size_t at = 0;
     while (at < held_.size()) {
       const ssize_t n = ::write(STDERR_FILENO, held_.data() + at, held_.size() - at);
@@ -47,56 +49,26 @@ class HeldStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
     held_.clear();
   }
 
- private:
+  std::mutex mu_;
   std::string held_;
 };
 
 constexpr std::chrono::milliseconds kFlushEvery{20};
 
 struct State {
-  // One sink for the process, whatever the format: the flusher thread
-  // holds it while configure() replaces the logger.
-  std::shared_ptr<HeldStderrSink> sink = std::make_shared<HeldStderrSink>();
-  std::shared_ptr<spdlog::logger> logger;
-  Format format = Format::kText;
+  HeldStderr sink;
+  std::atomic<Format> format{Format::kText};
   std::atomic<int> min{static_cast<int>(Level::kInfo)};
 };
-
-spdlog::level::level_enum to_spdlog(Level l) {
-  switch (l) {
-    case Level::kDebug:
-      return spdlog::level::debug;
-    case Level::kInfo:
-      return spdlog::level::info;
-    case Level::kWarn:
-      return spdlog::level::warn;
-    case Level::kError:
-      return spdlog::level::err;
-  }
-  return spdlog::level::info;
-}
-
-std::shared_ptr<spdlog::logger> make_logger(Format f, const std::shared_ptr<HeldStderrSink>& sink) {
-  auto logger = std::make_shared<spdlog::logger>("tensord", sink);
-  // Time in UTC with milliseconds; JSON lines get the rest of the object
-  // from write() (the message and fields, already JSON).
-  const char* pattern =
-      f == Format::kJson ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l",%v})" : "%Y-%m-%dT%H:%M:%S.%eZ %l %v";
-  logger->set_formatter(std::make_unique<spdlog::pattern_formatter>(pattern, spdlog::pattern_time_type::utc));
-  logger->set_level(spdlog::level::trace);  // the level check is ours (enabled)
-  logger->flush_on(spdlog::level::warn);    // a warning is on stderr when write returns
-  return logger;
-}
 
 State* make_state() {
   // Never destroyed: the flusher thread and lines logged while the
   // process exits may use it after static destructors ran.
   auto* s = new State();
-  s->logger = make_logger(Format::kText, s->sink);
-  std::thread([sink = s->sink] {
+  std::thread([s] {
     for (;;) {
       std::this_thread::sleep_for(kFlushEvery);
-      sink->flush();
+      s->sink.flush();
     }
   }).detach();
   std::atexit([] { flush(); });  // what is held when main returns or exit() is called
@@ -106,6 +78,48 @@ State* make_state() {
 State& state() {
   static State* s = make_state();
   return *s;
+}
+
+std::string_view level_name(Level l) {
+  switch (l) {
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warning";
+    case Level::kError:
+      return "error";
+  }
+  return "info";
+}
+
+// The time in UTC with milliseconds, "2026-12-04T01:02:03.456Z": the part
+// up to the seconds is formatted once per second on each thread.
+void append_time(std::string& out) {
+  struct Second {
+    time_t at = -1;
+    char text[24] = {};
+  };
+  thread_local Second cached;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  const time_t sec = static_cast<time_t>(ms / 1000);
+  if (sec != cached.at) {
+    std::tm tm{};
+    gmtime_r(&sec, &tm);
+    std::strftime(cached.text, sizeof cached.text, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached.at = sec;
+  }
+  out.append(cached.text);
+  const int milli = static_cast<int>(ms % 1000);
+  const char frac[6] = {'.',
+                        static_cast<char>('0' + milli / 100),
+                        static_cast<char>('0' + milli / 10 % 10),
+                        static_cast<char>('0' + milli % 10),
+                        'Z',
+                        '\0'};
+  out.append(frac, 5);
 }
 
 // Text values that need quotes: empty, or with spaces, quotes, '=' or
@@ -119,7 +133,8 @@ bool needs_quotes(std::string_view v) {
 }
 
 void write_json_string(std::string& out, std::string_view v) {
-  rapidjson::StringBuffer sb;
+  thread_local rapidjson::StringBuffer sb;
+  sb.Clear();
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
   out.append(sb.GetString(), sb.GetSize());
@@ -130,9 +145,8 @@ void write_json_string(std::string& out, std::string_view v) {
 Field::Field(std::string_view k, double v) : key(k), number(true) {
   // As printf's %.6g (the C++ standard defines it so), without its
   // locale and varargs: this runs for every request's log line.
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
-  value.assign(buf, r.ptr);
+  const auto r = std::to_chars(num_, num_ + sizeof num_, v, std::chars_format::general, 6);
+  value = std::string_view(num_, static_cast<size_t>(r.ptr - num_));
 }
 
 bool parse_level(std::string_view s, Level& out) {
@@ -163,16 +177,13 @@ bool parse_format(std::string_view s, Format& out) {
 
 void configure(Format format, Level min_level) {
   State& s = state();
-  if (format != s.format) {
-    s.logger->flush();
-    s.logger = make_logger(format, s.sink);
-    s.format = format;
-  }
+  s.sink.flush();  // what was held keeps the format it was written in
+  s.format.store(format);
   s.min.store(static_cast<int>(min_level));
 }
 
 void flush() {
-  state().sink->flush();
+  state().sink.flush();
 }
 
 bool enabled(Level level) {
@@ -181,10 +192,14 @@ bool enabled(Level level) {
 
 void write(Level level, std::string_view message, std::initializer_list<Field> fields) {
   State& s = state();
-  std::string line;
-  line.reserve(64 + message.size() + 24 * fields.size());
-  if (s.format == Format::kJson) {
-    line += "\"msg\":";
+  thread_local std::string line;  // its capacity kept from line to line
+  line.clear();
+  if (s.format.load(std::memory_order_relaxed) == Format::kJson) {
+    line += "{\"ts\":\"";
+    append_time(line);
+    line += "\",\"level\":\"";
+    line += level_name(level);
+    line += "\",\"msg\":";
     write_json_string(line, message);
     for (const auto& f : fields) {
       line += ',';
@@ -196,7 +211,12 @@ void write(Level level, std::string_view message, std::initializer_list<Field> f
         write_json_string(line, f.value);
       }
     }
+    line += '}';
   } else {
+    append_time(line);
+    line += ' ';
+    line += level_name(level);
+    line += ' ';
     line.append(message);
     for (const auto& f : fields) {
       line += ' ';
@@ -209,7 +229,8 @@ void write(Level level, std::string_view message, std::initializer_list<Field> f
       }
     }
   }
-  s.logger->log(to_spdlog(level), "{}", line);
+  line += '\n';
+  s.sink.append(line, level >= Level::kWarn);
 }
 
 }  // namespace tensord::log

@@ -1,13 +1,16 @@
 // The server's log (API.md 10): one line per event on stderr, as text
 // (`<time> <level> <message> key=value ...`) or as one JSON object per line
-// (--log-format json), below a minimum level (--log-level). Written through
-// spdlog (Debian's libspdlog-dev); this header keeps spdlog out of the
-// includers. Info and debug lines are held up to 20 ms (or 64 KiB) and
+// (--log-format json), below a minimum level (--log-level). Each line is
+// formatted on the calling thread (the time's seconds formatted once per
+// second per thread) and appended to one buffer under a lock: a tiny
+// request writes two lines, so the line is most of what logging costs.
+// Info and debug lines are held up to 20 ms (or 64 KiB) and
 // written together; a warning or an error is written at once with what
 // was held, and everything held is written at exit. Thread-safe once
 // configured: configure() runs before threads.
 #pragma once
 
+#include <charconv>
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
@@ -29,18 +32,32 @@ bool enabled(Level level);
 // Writes what is held now.
 void flush();
 
-// One field of an event: a string (quoted where needed) or a number.
+// One field of an event: a string (quoted where needed) or a number. A
+// string is viewed, not copied: a Field lives only in the braces of the
+// call that writes it.
 struct Field {
   Field(std::string_view k, std::string_view v) : key(k), value(v) {}
   Field(std::string_view k, const std::string& v) : key(k), value(v) {}
   Field(std::string_view k, const char* v) : key(k), value(v ? v : "") {}
   template <std::integral T>
-  Field(std::string_view k, T v)
-      : key(k), value(std::is_same_v<T, bool> ? (v ? "true" : "false") : std::to_string(v)), number(true) {}
+  Field(std::string_view k, T v) : key(k), number(true) {
+    if constexpr (std::is_same_v<T, bool>) {
+      value = v ? "true" : "false";
+    } else {
+      const auto r = std::to_chars(num_, num_ + sizeof num_, v);
+      value = std::string_view(num_, static_cast<size_t>(r.ptr - num_));
+    }
+  }
   Field(std::string_view k, double v);
+  Field(const Field&) = delete;  // `value` may view num_
+  Field& operator=(const Field&) = delete;
+  ~Field() = default;
   std::string_view key;
-  std::string value;
+  std::string_view value;
   bool number = false;
+
+ private:
+  char num_[32] = {};
 };
 
 // Writes one event, whatever the minimum level (info() and the others check it).

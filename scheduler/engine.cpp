@@ -51,7 +51,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const ServerConfig& config, con
     m->tenant_memory(t.name, 0, t.memory_bytes);
     m->tenant_registered(t.name);
   }
-  libraries_ = backend_->libraries();
+  libraries_ = std::make_shared<const std::map<std::string, std::string>>(backend_->libraries());
   record_device_memory();
   running_ = std::make_unique<RunningJobs>();
   collective_metrics_ = std::make_unique<CollectiveMetrics>(opts.metrics);
@@ -473,11 +473,12 @@ void Engine::record_end(const Job& job) {
 }
 
 JobResult Engine::result_of(Job& job) {
+  return *shared_result_of(job);
+}
+
+std::shared_ptr<const JobResult> Engine::shared_result_of(Job& job) {
   if (job.state() != JobState::kSucceeded) throw *job.error();
-  JobResult r = *job.take_result();
-  r.queue_ms = job.queue_ms();
-  r.run_ms = job.run_ms();
-  return r;
+  return job.take_result();  // with the job's queue_ms and run_ms (Job::succeed)
 }
 
 std::shared_ptr<Job> Engine::run_async(Tenant& tenant, JobSpec spec, std::function<void(Job&)> done) {

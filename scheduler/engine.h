@@ -130,6 +130,8 @@ class Engine {
   // A job that ended: its result, with its queue and run times, moved out;
   // or its error thrown.
   static JobResult result_of(Job& job);
+  // The same without a copy: the job's own result, handed over.
+  static std::shared_ptr<const JobResult> shared_result_of(Job& job);
 
   // Refreshes the tenant's memory gauge (after memory held outside jobs
   // changed, e.g. a captured graph was deleted; the server also refreshes
@@ -204,9 +206,9 @@ class Engine {
 
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceInfo> devices_;
-  bool cpu_only_ = true;  // no device backend (set at construction)
-  std::map<std::string, std::string> libraries_;
-  mutable std::mutex config_mu_;  // guards config_ (reload)
+  bool cpu_only_ = true;                                                 // no device backend (set at construction)
+  std::shared_ptr<const std::map<std::string, std::string>> libraries_;  // JobResult::libraries
+  mutable std::mutex config_mu_;                                         // guards config_ (reload)
   ServerConfig config_;
   std::unique_ptr<EngineMetrics> metrics_;
   // A stream pool per partition, one stream per runner at start (a runner

@@ -54,6 +54,7 @@ struct EngineMetrics::Impl {
   std::map<std::pair<std::string, std::string>, JobSeries> job_series;                // (tenant, partition)
   JobSeries& series_locked(const std::string& tenant, const std::string& partition);  // under mu
   std::map<std::string, GaugePair> tenant_mem;                                        // used, limit
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*> replay_series;  // (tenant, state)
   std::map<std::string, GaugePair> device_mem;                                        // used, total
 
   // Scheduler state mirrored from its events, with the gauge it drives.
@@ -196,7 +197,14 @@ void EngineMetrics::device_memory(const std::string& device, int64_t used, int64
 
 void EngineMetrics::graph_replayed(const std::string& tenant, const std::string& state) {
   if (!enabled_) return;
-  impl_->replays->Add({{"tenant", tenant}, {"state", state}}).Increment();
+  prometheus::Counter* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto [it, added] = impl_->replay_series.try_emplace(std::make_pair(tenant, state), nullptr);
+    if (added) it->second = &impl_->replays->Add({{"tenant", tenant}, {"state", state}});
+    c = it->second;
+  }
+  c->Increment();  // series are never removed: the handle stays valid
 }
 
 void EngineMetrics::tenant_registered(const std::string& tenant) {

@@ -186,19 +186,32 @@ std::shared_ptr<ProgramTable> make_table(const CompiledProgram& cp, const BoundN
 // built when it still matches (a replayed graph, a program sent again),
 // else a new one, registered with the ring.
 std::shared_ptr<const TraceTable> table_for(TraceBuffer& tb, const CompiledProgram& cp, const std::string& graph) {
-  thread_local std::array<std::shared_ptr<ProgramTable>, 4> cache;
+  // Each entry remembers the program object it was last checked against
+  // (CompiledProgram::serial): a graph replayed again skips the check of
+  // every node.
+  struct Entry {
+    std::shared_ptr<ProgramTable> table;
+    uint64_t checked = 0;  // the serial of the program it matched last
+  };
+  thread_local std::array<Entry, 4> cache;
   thread_local unsigned next = 0;
   thread_local const TraceBuffer* owner = nullptr;
   if (owner != &tb) {
     cache = {};
     owner = &tb;
   }
-  for (const auto& t : cache) {
-    if (t && t->graph == graph && matches(*t, cp)) return t;
+  const uint64_t serial = cp.serial.value();
+  for (auto& e : cache) {
+    if (!e.table || e.table->graph != graph) continue;
+    if (e.checked == serial) return e.table;
+    if (matches(*e.table, cp)) {
+      e.checked = serial;
+      return e.table;
+    }
   }
   auto t = make_table(cp, nullptr, graph);
   tb.retain(t);
-  cache[next++ % cache.size()] = t;
+  cache[next++ % cache.size()] = Entry{t, serial};
   return t;
 }
 

@@ -42,6 +42,11 @@ void Job::succeed(JobResult r) {
     if (is_final(state_)) return;
     state_ = JobState::kSucceeded;
     ended_ = Clock::now();
+    // Its times are final now: the result carries them (queue_ms(), run_ms()).
+    const auto until_start = started_ == Clock::time_point{} ? ended_ : started_;
+    r.queue_ms = std::chrono::duration<double, std::milli>(until_start - created_).count();
+    r.run_ms =
+        started_ == Clock::time_point{} ? 0 : std::chrono::duration<double, std::milli>(ended_ - started_).count();
     result_ = std::make_shared<const JobResult>(std::move(r));
   }
   ended();

@@ -62,7 +62,9 @@ struct JobResult {
   std::string partition;
   std::string program_sha256;
   std::string backend;
-  std::map<std::string, std::string> libraries;
+  // The backend's libraries and versions: the engine's one copy, shared by
+  // every result (null: none to report).
+  std::shared_ptr<const std::map<std::string, std::string>> libraries;
   int64_t plan_peak_bytes = 0;
   // An SPMD job's outputs (indexed like `outputs`): every rank's value of
   // an output that differs across ranks, in the group's order; empty for a

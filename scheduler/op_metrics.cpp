@@ -20,7 +20,9 @@ struct OpMetrics::Series {
 };
 
 size_t OpMetrics::bucket_of(double seconds) {
-  // Prometheus buckets are "le": the first bound >= the value.
+  // Prometheus buckets are "le": the first bound >= the value. Most ops of
+  // a replay take less than the first bound: that is one compare.
+  if (seconds <= kBounds[0]) return 0;
   return static_cast<size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
 }
 

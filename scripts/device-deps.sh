@@ -13,7 +13,6 @@ PKGS=(
   libboost1.81-dev rapidjson-dev
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
   libcivetweb-dev libcivetweb1 libcurl4-openssl-dev libcurl4 zlib1g-dev  # prometheus-cpp-config.cmake finds them
-  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0
   liblapacke liblapacke-dev liblapack3 libblas3 libtmglib3 libgfortran5 libquadmath0
   libgtest-dev libgmock-dev libgloo-dev libgloo0 libhiredis0.14 libhiredis-dev libibverbs1 libnl-route-3-200 libnl-3-200

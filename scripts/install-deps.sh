@@ -10,7 +10,7 @@ PKGS=(
   libopenblas-dev liblapacke-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-requests python3-websocket python3-pytest
   python3-torch jupyter-nbconvert python3-ipykernel prometheus wrk
-  libspdlog-dev clang clang-format libclang-rt-14-dev python3-tqdm python3-venv
+  clang clang-format libclang-rt-14-dev python3-tqdm python3-venv
   python3-setuptools python3-wheel python3-pip-whl python3-setuptools-whl
   redis-server libhiredis-dev clang-tidy zlib1g-dev nginx-light haproxy iproute2 python3-yaml
 )

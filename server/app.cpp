@@ -75,7 +75,7 @@ void answer_job_with(Job& job, const std::shared_ptr<AsyncReply>& reply,
   std::shared_ptr<const JobResult> res;
   std::optional<Error> err;
   try {
-    res = std::make_shared<const JobResult>(Engine::result_of(job));
+    res = Engine::shared_result_of(job);
   } catch (const Error& e) {
     err = e;
   }

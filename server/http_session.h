@@ -17,8 +17,8 @@
 #include "api/http_types.h"
 #include "server/beast.h"
 #include "server/content_coding.h"
-#include "server/parts_body.h"
 #include "server/request_body.h"
+#include "server/response_writer.h"
 #include "server/reply_sink.h"
 #include "server/router.h"
 
@@ -130,8 +130,11 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void reply_and_close(const Error& e);
   void send(HttpResponse&& out, bool head, bool keep_alive);
 
+  // Writes writer_'s response: what the socket takes at once, then the
+  // rest as it drains; on_written reads the next request or closes.
   void do_write();
   void on_write(beast::error_code ec, std::size_t bytes);
+  void on_written();
 
   // linger: the peer may still be sending a body we did not read; read and
   // discard it for a moment so our reply is not lost to a TCP reset.
@@ -158,8 +161,8 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   std::chrono::steady_clock::time_point body_timer_armed_{};
   std::shared_ptr<ServerState> state_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<PartsBody> res_;
-  std::optional<http::response_serializer<PartsBody>> serializer_;
+  ResponseWriter writer_;
+  std::vector<net::const_buffer> out_buffers_;  // an asynchronous write's buffers
 
   bool first_request_ = true;
   bool in_flight_ = false;

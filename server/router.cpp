@@ -129,6 +129,42 @@ void Router::insert(Route r, std::string method, const std::string& route_templa
     };
     return key(a) < key(b);
   });
+  index_routes();
+}
+
+std::string_view Router::segment_key(std::string_view s) {
+  // Up to the third '/' (exclusive), or all of it.
+  size_t slashes = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '/' && ++slashes == 3) return s.substr(0, i);
+  }
+  return s;
+}
+
+void Router::index_routes() {
+  by_key_.clear();
+  wild_.clear();
+  // A route's key, when every path it matches has that key: its leading
+  // literal reaches the third '/', or it is all literal.
+  auto key_of = [](const Route& r, std::string_view& key) {
+    if (r.pieces.empty() || r.pieces[0].param) return false;
+    const std::string_view lit = r.pieces[0].literal;
+    key = segment_key(lit);
+    return key.size() < lit.size() || r.pieces.size() == 1;
+  };
+  for (const auto& r : routes_) {
+    std::string_view key;
+    if (key_of(r, key)) by_key_.try_emplace(std::string(key));
+  }
+  for (const auto& r : routes_) {
+    std::string_view key;
+    if (key_of(r, key)) {
+      by_key_.find(key)->second.push_back(&r);
+    } else {
+      wild_.push_back(&r);
+      for (auto& [k, list] : by_key_) list.push_back(&r);
+    }
+  }
 }
 
 bool Router::match_pieces(const std::vector<Piece>& pieces, size_t piece, const std::string& path, size_t pos,
@@ -165,7 +201,9 @@ RouteMatch Router::match(const std::string& method, const std::string& path) con
   const Route* get_match = nullptr;   // HEAD fallback
   std::map<std::string, std::string> get_params;
   std::set<std::string> allow;
-  for (const auto& r : routes_) {
+  const auto bucket = by_key_.find(segment_key(path));
+  for (const Route* rp : bucket == by_key_.end() ? wild_ : bucket->second) {
+    const Route& r = *rp;
     std::map<std::string, std::string> params;
     if (!match_pieces(r.pieces, 0, path, 0, params)) continue;
     if (r.method == method) {

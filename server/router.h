@@ -18,6 +18,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,10 @@ class RouteMatch {
 
 class Router {
  public:
+  Router() = default;
+  Router(const Router&) = delete;  // the index points into routes_
+  Router& operator=(const Router&) = delete;
+
   // Throws std::invalid_argument on a malformed template (a bug, not input).
   void add(std::string method, const std::string& route_template, Handler h, Access access = Access::kTenant);
   // `inline_body_bytes`: a body up to this size starts the handler on the
@@ -186,6 +192,20 @@ class Router {
   // Routes sorted by precedence (see above).
   std::vector<Route> routes_;
   std::function<void(HttpRequest&)> auth_;
+
+  // The routes a path can match, by the path's first two segments
+  // ("/v1/graphs" of "/v1/graphs/g-1/replay", segment_key): a route whose
+  // leading literal holds them is listed under them only; one with a param
+  // among them (none today) under every key and in wild_. Each list keeps
+  // precedence order. Rebuilt by insert().
+  static std::string_view segment_key(std::string_view s);
+  void index_routes();
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::vector<const Route*>, KeyHash, std::equal_to<>> by_key_;
+  std::vector<const Route*> wild_;  // for a path under no key
 };
 
 }  // namespace tensord

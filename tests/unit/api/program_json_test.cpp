@@ -1,10 +1,16 @@
 #include "api/program_json.h"
 
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
 
 #include "api/error_reply.h"
 #include "api/sha256.h"
 #include "ops/error.h"
+#include "scheduler/job_spec.h"
 
 namespace tensord {
 namespace {
@@ -131,12 +137,57 @@ TEST(ErrorReply, StatusAndBody) {
   EXPECT_EQ(error_code_name(ErrorCode::kUnsupported), "invalid_argument");
 }
 
+// Both paths (the CPU's SHA extensions, where it has them, and the
+// portable code) give FIPS 180-4's digests, at every length around a block.
 TEST(Sha256, KnownVectors) {
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  if (!sha256_cpu_extensions()) std::printf("sha256: this CPU has no SHA extensions: the portable path only\n");
+  for (bool ext : {false, true}) {
+    EXPECT_EQ(sha256_hex("", ext), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(sha256_hex("abc", ext), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", ext),
+              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    EXPECT_EQ(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnop"
+                         "qrsmnopqrstnopqrstu",
+                         ext),
+              "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    EXPECT_EQ(sha256_hex(std::string(1000000, 'a'), ext),
+              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
+  std::string text;
+  for (int n = 0; n < 300; ++n) {
+    EXPECT_EQ(sha256_hex(text, true), sha256_hex(text, false)) << n << " bytes";
+    text.push_back(static_cast<char>(n * 131 + 7));
+  }
+}
+
+// The "backend" object is written once per thread and reused: a result
+// from another backend, or with other libraries, still gets its own.
+TEST(ProgramJson, JobBackendFollowsEachResult) {
+  auto backend_of = [](const std::string& body) {
+    rapidjson::Document d;
+    d.Parse(body.c_str());
+    EXPECT_TRUE(d.IsObject()) << body;
+    const auto& b = d["job"]["backend"];
+    std::string out = b["name"].GetString();
+    for (auto it = b["libraries"].MemberBegin(); it != b["libraries"].MemberEnd(); ++it) {
+      out += std::string(" ") + it->name.GetString() + "=" + it->value.GetString();
+    }
+    return out;
+  };
+  JobResult r;
+  r.id = "j-1";
+  r.backend = "cpu";
+  r.libraries = std::make_shared<const std::map<std::string, std::string>>(
+      std::map<std::string, std::string>{{"openblas", "0.3"}, {"lapacke", "3.11"}});
+  EXPECT_EQ(backend_of(job_result_to_json(r, true, false)), "cpu lapacke=3.11 openblas=0.3");
+  EXPECT_EQ(backend_of(job_result_to_json(r, true, false)), "cpu lapacke=3.11 openblas=0.3");
+  r.backend = "cuda";
+  EXPECT_EQ(backend_of(job_result_to_json(r, true, false)), "cuda lapacke=3.11 openblas=0.3");
+  r.libraries = std::make_shared<const std::map<std::string, std::string>>(
+      std::map<std::string, std::string>{{"cublas", "13.0"}, {"quote\"d", "x"}});
+  EXPECT_EQ(backend_of(job_result_to_json(r, true, false)), "cuda cublas=13.0 quote\"d=x");
+  r.libraries.reset();
+  EXPECT_EQ(backend_of(job_result_to_json(r, true, false)), "cuda");
 }
 
 }  // namespace

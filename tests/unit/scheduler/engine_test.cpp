@@ -55,7 +55,8 @@ TEST(Engine, RunsAndReturnsUnstoredOutputs) {
     EXPECT_EQ(t.account->used(), 16) << "the stored y and the returned z (job temporaries count)";
     EXPECT_EQ(r.backend, "cpu");
     EXPECT_EQ(r.partition, "default");
-    EXPECT_FALSE(r.libraries.empty());
+    ASSERT_TRUE(r.libraries);
+    EXPECT_FALSE(r.libraries->empty());
   }
   ASSERT_TRUE(t.store.get("res/y"));
   EXPECT_FLOAT_EQ(t.store.get("res/y")->data_ptr<float>()[1], 4.f);

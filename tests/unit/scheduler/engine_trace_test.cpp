@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,6 +190,39 @@ TEST(EngineTrace, AProgramOfOtherShapesGetsItsOwnTable) {
   mul = find(ra, "op", "mul");
   ASSERT_NE(mul, nullptr);
   EXPECT_NE(mul->args.find("\"inputs\":[\"float32[2, 3]\""), std::string::npos) << mul->args;
+}
+
+// A table is reused without checking the nodes again only for the program
+// object it was checked against (CompiledProgram::serial): another program
+// built in the same memory, or a copy, is checked again.
+TEST(EngineTrace, AProgramBuiltWhereAnotherWasIsCheckedAgain) {
+  auto program_of = [](std::vector<int64_t> shape) {
+    Program p;
+    p.nodes.push_back(node("a", "mul", {ref("x"), ref("x")}, {"y"}));
+    p.nodes.push_back(node("s", "sum", {ref("y")}, {"t"}));
+    p.outputs = {"t"};
+    TensorMeta x;
+    x.shape = std::move(shape);
+    return compile_program(p, {{"x", x}}, [](const std::string&) { return std::nullopt; });
+  };
+  std::optional<CompiledProgram> slot;  // the same address for both programs
+  const uint64_t base = fresh_jobs();
+  slot.emplace(program_of({2, 3}));
+  const CompiledProgram* first = &*slot;
+  Job a(jid(base + 1), "alice", "interactive");
+  run_job(a, *slot);
+  const uint64_t first_serial = slot->serial.value();
+  slot.reset();
+  slot.emplace(program_of({5}));
+  ASSERT_EQ(&*slot, first);
+  EXPECT_NE(slot->serial.value(), first_serial);
+  Job b(jid(base + 2), "alice", "interactive");
+  run_job(b, *slot);
+  const TraceRecord* mul = find(records_of(b.id()), "op", "mul");
+  ASSERT_NE(mul, nullptr);
+  EXPECT_NE(mul->args.find("\"inputs\":[\"float32[5]\",\"float32[5]\"]"), std::string::npos) << mul->args;
+  const CompiledProgram copy = *slot;
+  EXPECT_NE(copy.serial.value(), slot->serial.value()) << "a copy is another object";
 }
 
 TEST(EngineTrace, JobsNamedOtherwiseTakeTheSlowPath) {

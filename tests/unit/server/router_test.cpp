@@ -198,6 +198,40 @@ TEST(Router, MultipleParams) {
   EXPECT_EQ(req.params.at("id"), "42");
 }
 
+// Routes are looked up by the path's first two segments; a template with
+// a param among them ("/v1/{tenant}/...") is a candidate for every path,
+// and precedence still holds across the two kinds.
+TEST(Router, ParamsInTheFirstSegmentsStillMatchInPrecedence) {
+  Router r;
+  r.add("GET", "/v1/{tenant}/jobs", tagged("wild"));
+  r.add("POST", "/v1/graphs/jobs", tagged("literal"));
+  r.add("GET", "/{any...}", tagged("catch-all"));
+  r.add("GET", "/v1", tagged("root"));
+  HttpRequest req = request("GET", "/v1/alice/jobs");
+  EXPECT_EQ(dispatch(r, req).body, "wild");
+  EXPECT_EQ(req.params.at("tenant"), "alice");
+  req = request("POST", "/v1/graphs/jobs");
+  EXPECT_EQ(dispatch(r, req).body, "literal");
+  req = request("GET", "/v1/graphs/jobs");  // the literal is POST only: the wild route's GET
+  EXPECT_EQ(dispatch(r, req).body, "wild");
+  req = request("DELETE", "/v1/graphs/jobs");
+  HttpResponse resp = dispatch(r, req);
+  EXPECT_EQ(resp.status, 405);
+  bool listed = false;
+  for (const auto& [k, v] : resp.headers) {
+    if (k == "Allow") {
+      listed = true;
+      EXPECT_EQ(v, "GET, HEAD, POST");
+    }
+  }
+  EXPECT_TRUE(listed);
+  req = request("GET", "/v1");
+  EXPECT_EQ(dispatch(r, req).body, "root");
+  req = request("GET", "/elsewhere/a/b");  // under no key: only the wild routes
+  EXPECT_EQ(dispatch(r, req).body, "catch-all");
+  EXPECT_EQ(req.params.at("any"), "elsewhere/a/b");
+}
+
 TEST(Router, HandlerExceptionsPropagate) {
   Router r;
   r.add("GET", "/boom", [](HttpRequest&) -> HttpResponse { throw Error(ErrorCode::kConflict, "no"); });

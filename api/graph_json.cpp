@@ -1,5 +1,7 @@
 #include "api/graph_json.h"
 
+#include "api/json_document.h"
+
 #include "api/json_tensor.h"
 #include "api/program_json.h"
 #include "api/sha256.h"
@@ -172,8 +174,9 @@ GraphCaptureRequest graph_capture_from_body(std::string_view body) {
 }
 
 JobSpec graph_replay_from_json_body(std::string& body) {
-  rapidjson::Document d = parse_json_object_insitu(body, "body");
-  return graph_replay_from_json(d, {});
+  BodyDocument bd;
+  parse_json_object_insitu(body, bd.doc(), "body");
+  return graph_replay_from_json(bd.doc(), {});
 }
 
 JobSpec graph_replay_from_json_text(std::optional<std::string_view> request, const char* what,

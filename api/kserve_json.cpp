@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "api/json_document.h"
 #include "api/json_parse.h"
 #include "api/json_tensor.h"
 #include "api/json_writer.h"
@@ -246,7 +247,8 @@ KServeInferRequest kserve_infer_from_body(std::string& body, std::optional<size_
         std::to_string(body.size()) + " bytes");
   }
   const size_t json_len = header_length ? *header_length : body.size();
-  rapidjson::Document d;
+  BodyDocument bd;
+  rapidjson::Document& d = bd.doc();
   if (json_len == body.size()) {
     parse_json_insitu(body, d, "request");  // no binary part: the body is unused after this
   } else {

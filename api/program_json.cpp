@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "api/deferred_b64.h"
+#include "api/json_document.h"
 #include "api/json_parse.h"
 #include "api/json_tensor.h"
 #include "api/json_writer.h"
@@ -203,9 +204,13 @@ rapidjson::Document parse_json_object(std::string_view body, const char* what) {
 
 rapidjson::Document parse_json_object_insitu(std::string& body, const char* what) {
   rapidjson::Document d;
+  parse_json_object_insitu(body, d, what);
+  return d;
+}
+
+void parse_json_object_insitu(std::string& body, rapidjson::Document& d, const char* what) {
   parse_json_insitu(body, d, what);
   if (!d.IsObject()) bad(std::string(what) + ": expected a JSON object");
-  return d;
 }
 
 Program program_from_json(const rapidjson::Value& v, int depth) {
@@ -505,8 +510,9 @@ std::string job_status_to_json(const Job& job, bool use_b64) {
 }
 
 JobSpec job_spec_from_json_body(std::string& body) {
-  rapidjson::Document d = parse_json_object_insitu(body, "body");
-  return job_spec_from_json(d, {});
+  BodyDocument bd;
+  parse_json_object_insitu(body, bd.doc(), "body");
+  return job_spec_from_json(bd.doc(), {});
 }
 
 JobSpec job_spec_from_json_text(std::string_view request, const char* what, std::map<std::string, Tensor> file_inputs) {

@@ -21,6 +21,8 @@ rapidjson::Document parse_json_object(std::string_view body, const char* what);
 // The same in place: the document's strings point into `body`, which must
 // outlive it (a request body: its b64 inputs are decoded from there).
 rapidjson::Document parse_json_object_insitu(std::string& body, const char* what);
+// The same into `d` (a BodyDocument's, api/json_document.h).
+void parse_json_object_insitu(std::string& body, rapidjson::Document& d, const char* what);
 
 // A program object -> Program (structure only; meaning is checked by
 // compile_program). Malformed structure -> bad_request / invalid_program.

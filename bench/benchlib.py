@@ -58,11 +58,30 @@ def run_torch_peer(python, *args, timeout=1800):
 
 def start_server(binary, args=(), tail=None, timeout=60.0):
     """Starts `binary --listen 127.0.0.1:0 <args>`; returns (process, "http://host:port").
-    The server's stderr is drained in the background; with `tail` (a
-    collections.deque, or anything with append) its lines, decoded, are
-    appended to it as they come, the start-up lines before "listening on"
-    included. Raises SystemExit
+    Without `tail` the server's stderr goes to a file (read for the
+    "listening on" line): a thread of this process draining a pipe would
+    take the GIL and a core from the client being timed. With `tail` (a
+    collections.deque, or anything with append) stderr is drained in the
+    background and its lines, decoded, are appended to it as they come, the
+    start-up lines before "listening on" included. Raises SystemExit
     when no "listening on" line comes within `timeout` seconds."""
+    if tail is None:
+        log = tempfile.TemporaryFile()
+        p = subprocess.Popen([binary, "--listen", "127.0.0.1:0"] + list(args), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace")
+            m = re.search(r"listening on (http://[^\s\"]+)", text)
+            if m:
+                return p, m.group(1)
+            if p.poll() is not None:
+                break
+            time.sleep(0.02)
+        p.kill()
+        raise SystemExit("server did not start: " + "\n".join(text.splitlines()[-20:]))
     p = subprocess.Popen([binary, "--listen", "127.0.0.1:0"] + list(args), stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     found, seen = [], []
@@ -71,8 +90,7 @@ def start_server(binary, args=(), tail=None, timeout=60.0):
     def drain():
         for raw in iter(p.stderr.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            if tail is not None:
-                tail.append(line)
+            tail.append(line)
             if not found:
                 seen.append(line)
                 m = re.search(r"listening on (http://[^\s\"]+)", line)

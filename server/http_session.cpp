@@ -89,8 +89,20 @@ HttpSession::~HttpSession() {
 }
 
 void HttpSession::run() {
+  make_deadline();
   // Start on the session's strand (the socket's executor).
   net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->do_read_header(); });
+}
+
+void HttpSession::make_deadline() {
+  // The deadline cancels what the socket has pending: its handler then
+  // closes (on_read_error, on_write, on_linger), as for a peer gone.
+  deadline_.emplace(stream_->get_executor(), [weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      beast::error_code ec;
+      self->stream_->socket().cancel(ec);
+    }
+  });
 }
 
 void HttpSession::begin_request() {
@@ -110,7 +122,6 @@ void HttpSession::end_request() {
 void HttpSession::do_read_header() {
   // A fresh parser per message: limits and state never leak across requests.
   parser_.emplace();
-  body_timer_armed_ = {};
   if (buffer_.size() == 0 && buffer_.capacity() > kBodyBufferBytes / 4) buffer_.shrink_to_fit();  // idle: give it back
   parser_->body_limit(state_->options.max_body_bytes);
   parser_->header_limit(static_cast<std::uint32_t>(state_->options.max_header_bytes));
@@ -122,7 +133,7 @@ void HttpSession::do_read_header() {
   version_ = 11;
   // The first request must arrive within header_timeout; later ones on a
   // kept-alive connection within idle_timeout.
-  stream_->expires_after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
+  deadline_->after(first_request_ ? state_->options.header_timeout : state_->options.idle_timeout);
   http::async_read_header(
       *stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_read_header(ec, n); });
@@ -185,6 +196,7 @@ bool HttpSession::move_to_lane(const std::string& lane_name) {
     return true;
   }
   stream_.emplace(std::move(moved));
+  make_deadline();  // its timer on the lane's strand
   lane_ = lane;
   net::dispatch(stream_->get_executor(), [self = shared_from_this()] { self->after_header(); });
   return true;
@@ -199,7 +211,7 @@ void HttpSession::after_header() {
   auto expect = msg.find(http::field::expect);
   if (expect != msg.end() && iequals(expect->value(), "100-continue") && msg.version() >= 11) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_->expires_after(state_->options.header_timeout);
+    deadline_->after(state_->options.header_timeout);
     net::async_write(
         *stream_, net::buffer(kContinue.data(), kContinue.size()),
         [self = shared_from_this()](beast::error_code wec, std::size_t n) { self->on_continue_sent(wec, n); });
@@ -346,7 +358,7 @@ void HttpSession::upgrade(http::request<http::string_body>&& msg, HttpRequest& r
     state_->metrics->record(route_, method_, 101, seconds);
   }
   end_request();  // a stream is not a request in flight: drain does not wait for it
-  stream_->expires_never();
+  deadline_->never();
   std::make_shared<WebSocketSession>(stream_->release_socket(), state_->streams, std::move(viewer))
       ->run(std::move(msg));
 }
@@ -374,7 +386,7 @@ void HttpSession::handle_async(HttpRequest&& req, RouteMatch&& match, bool clien
   // than any I/O timeout, so the stream's timer is off until send(); and
   // the client going away is watched for meanwhile.
   auto await_answer = [this] {
-    stream_->expires_never();
+    deadline_->never();
     watch_disconnect();
   };
   // A small body is parsed and its job queued right here; a larger one
@@ -505,7 +517,7 @@ void HttpSession::do_write() {
   const size_t n = writer_.next(iov.data(), iov.size());
   out_buffers_.clear();
   for (size_t i = 0; i < n; ++i) out_buffers_.emplace_back(iov[i].iov_base, iov[i].iov_len);
-  stream_->expires_after(state_->options.header_timeout);
+  deadline_->after(state_->options.header_timeout);
   stream_->async_write_some(out_buffers_, [self = shared_from_this()](beast::error_code ec, std::size_t bytes) {
     self->on_write(ec, bytes);
   });
@@ -533,7 +545,7 @@ void HttpSession::do_close(bool linger) {
   stream_->socket().shutdown(tcp::socket::shutdown_send, ec);
   if (!linger || ec) return;  // the last handler's ref goes: the socket closes
   discard_ = std::make_unique<std::array<char, 16 * 1024>>();
-  stream_->expires_after(kLingerTime);
+  deadline_->after(kLingerTime);
   stream_->async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code rec, std::size_t n) {
     self->on_linger(rec, n);
   });

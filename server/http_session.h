@@ -17,6 +17,7 @@
 #include "api/http_types.h"
 #include "server/beast.h"
 #include "server/content_coding.h"
+#include "server/io_deadline.h"
 #include "server/request_body.h"
 #include "server/response_writer.h"
 #include "server/reply_sink.h"
@@ -65,7 +66,7 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // Through Beast's parser (small bodies, those without a Content-Length).
   void read_body_parsed();
   void on_read_body(beast::error_code ec, std::size_t bytes);
-  void rearm_body_timer();
+  void rearm_body_timer();  // the deadline: header_timeout from now
   // With the socket's own reads, through a RequestBody (request_body.h):
   // a body of at least kDirectBodyBytes with a Content-Length (into its
   // final string from the body pool; a JSON kTensorUpload body decoding
@@ -145,10 +146,8 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   void end_request();    // response written or connection lost
 
   // Read buffer while a large body streams in (Beast reads at most 64 KiB
-  // a call, as much as the free capacity allows), and how often the body's
-  // inactivity timer is re-armed.
+  // a call, as much as the free capacity allows).
   static constexpr size_t kBodyBufferBytes = 1 << 20;
-  static constexpr std::chrono::milliseconds kTimerRearm{500};
   static constexpr size_t kDirectBodyBytes = size_t{4} << 20;
   std::optional<DecodedB64> decoded_b64_;  // what a kB64 body decoded, for handle_request
   size_t streamed_bytes_ = 0;              // and the body's length
@@ -156,9 +155,12 @@ class HttpSession : public ReplySink, public std::enable_shared_from_this<HttpSe
   // In an optional so that move_to_lane can rebuild it on another executor
   // (a Beast stream cannot be reassigned).
   std::optional<beast::tcp_stream> stream_;
+  // The I/O deadline (io_deadline.h): the stream's own timeouts are never
+  // set. On the socket's executor: made by run() and again by move_to_lane.
+  std::optional<IoDeadline> deadline_;
+  void make_deadline();
   boost::asio::thread_pool* lane_ = nullptr;  // whose threads run the socket; null: the io threads
   beast::flat_buffer buffer_;
-  std::chrono::steady_clock::time_point body_timer_armed_{};
   std::shared_ptr<ServerState> state_;
   std::optional<http::request_parser<http::string_body>> parser_;
   ResponseWriter writer_;

@@ -59,13 +59,9 @@ void HttpSession::read_body_parsed() {
 
 void HttpSession::rearm_body_timer() {
   // header_timeout is the inactivity limit while the body streams in, so a
-  // large upload on a slow link is fine and a stalled one is not. Re-armed
-  // at most every kTimerRearm (a timerfd syscall per piece cost 19%).
-  const auto now = std::chrono::steady_clock::now();
-  if (now - body_timer_armed_ >= kTimerRearm) {
-    stream_->expires_after(state_->options.header_timeout);
-    body_timer_armed_ = now;
-  }
+  // large upload on a slow link is fine and a stalled one is not (moving
+  // the deadline is a clock read: IoDeadline).
+  deadline_->after(state_->options.header_timeout);
 }
 
 BodyKind HttpSession::route_body_kind() {

@@ -6,6 +6,7 @@ where it was, and the server keeps serving. And a large upload is stored
 without a second copy (the body's memory becomes the tensor's)."""
 
 import json
+import re
 import socket
 import struct
 import time
@@ -205,5 +206,75 @@ def test_a_replaced_upload_gives_its_body_to_the_next():
         assert requests.delete(s.url + "/v1/tensors/w", timeout=10).status_code in (200, 204)
         assert pool() >= 2 * arrays[0].nbytes
         assert settle(s.url, 0) == 0
+    finally:
+        _stop_and_check(s)
+
+
+def test_io_deadlines_close_the_stalled_and_spare_the_busy():
+    """--io-timeout 2: a header that never ends and a reader that stops are
+    closed near the deadline; a keep-alive client busy past it, and one that
+    reads a large answer slowly but steadily, are not cut off (the deadline
+    moves with each request and each chunk)."""
+    s = Server(["--io-timeout", "2"], name="datapath-deadlines")
+    try:
+        # 1. Half a header, then nothing: closed without an answer.
+        got, waited = stall(s, b"GET /healthz HTTP/1.1\r\nHost: t\r\n")
+        assert got == b"", got[:200]
+        assert 1.0 <= waited < 6, waited
+
+        # 2. A keep-alive connection asking every 0.25 s for 5 s (2.5 deadlines).
+        k = socket.create_connection((s.host, s.port), timeout=10)
+        t0 = time.time()
+        answered = 0
+        while time.time() - t0 < 5:
+            k.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            buf = b""
+            while b"\r\n\r\n" not in buf or not buf.endswith(b"}"):
+                chunk = k.recv(65536)
+                assert chunk, "closed after %d answers, %.1f s in" % (answered, time.time() - t0)
+                buf += chunk
+            assert buf.startswith(b"HTTP/1.1 200 "), buf[:100]
+            answered += 1
+            time.sleep(0.25)
+        k.close()
+        assert answered >= 15, answered
+
+        # 3. A 32 MiB answer read 1 MiB every 0.15 s (~5 s): never 2 s without progress.
+        arr = np.arange(8 << 20, dtype=np.float32)
+        tensord.Client(s.url).put("big", arr)
+        k = socket.create_connection((s.host, s.port), timeout=10)
+        k.sendall(b"GET /v1/tensors/big HTTP/1.1\r\nHost: t\r\nAccept: application/vnd.safetensors\r\n\r\n")
+        got = b""
+        t0 = time.time()
+        while True:
+            chunk = k.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+            head, _, rest = got.partition(b"\r\n\r\n")
+            if rest and len(rest) >= int(re.search(rb"(?im)^content-length:\s*(\d+)", head).group(1)):
+                break
+            time.sleep(0.15)
+        k.close()
+        assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+        assert len(rest) >= arr.nbytes, (len(rest), time.time() - t0)
+
+        # 4. The same answer, not read at all: the write deadline closes it.
+        k = socket.create_connection((s.host, s.port), timeout=10)
+        k.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        k.sendall(b"GET /v1/tensors/big HTTP/1.1\r\nHost: t\r\nAccept: application/vnd.safetensors\r\n\r\n")
+        time.sleep(4)  # two deadlines with the socket full
+        n = 0
+        try:
+            while True:
+                chunk = k.recv(1 << 20)
+                if not chunk:
+                    break
+                n += len(chunk)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        k.close()
+        assert n < arr.nbytes, "the whole answer came to a reader that stalled past the deadline"
+        assert s.alive()
     finally:
         _stop_and_check(s)

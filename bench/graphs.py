@@ -24,7 +24,9 @@
 """
 
 import argparse
+import copy
 import http.client
+import itertools
 import json
 import os
 import re
@@ -150,17 +152,20 @@ def timed(conn, reqs, n, blocks=5, warm=10):
     as a loop of replays would); each block starts with `warm` untimed ones."""
     # An entry is (path, JSON body) or (path, raw bytes, headers): a KServe
     # infer, whose answer has no "job" (run_ms and queue_ms are then nan).
-    datas = [(e[0], e[1] if isinstance(e[1], bytes) else json.dumps(e[1]).encode(), e[2] if len(e) > 2 else None)
-             for e in reqs]
+    # A callable body is called for every request (not timed): a program
+    # sent once only, which the server's compile cache has not seen.
+    datas = [(e[0], e[1] if isinstance(e[1], bytes) or callable(e[1]) else json.dumps(e[1]).encode(),
+              e[2] if len(e) > 2 else None) for e in reqs]
     cols = [{"rtt": [], "server": [], "run": [], "queue": []} for _ in datas]
     per = max(1, n // blocks)
     for _ in range(blocks):
         for (path, data, headers), col in zip(datas, cols):
             for _ in range(warm):
-                conn.post(path, data, headers)
+                conn.post(path, data() if callable(data) else data, headers)
             for _ in range(per):
+                body = data() if callable(data) else data
                 t0 = time.perf_counter()
-                r, raw = conn.post(path, data, headers)
+                r, raw = conn.post(path, body, headers)
                 col["rtt"].append((time.perf_counter() - t0) * 1e3)
                 col["server"].append(server_ms(r))
                 if (r.getheader("Content-Type") or "").startswith("application/json"):
@@ -217,8 +222,17 @@ def main():
         prog = program_200()
         x = tensor(N, 3)
         gid = capture(s, url, prog)
-        run, rep = timed(c, [("/v1/run", {"program": prog, "inputs": {"x": x}}),
-                             ("/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}})], args.requests)
+        sent = itertools.count()
+
+        def fresh():
+            # The same program under another first node id: another sha256,
+            # so /v1/run compiles it (what a capture saves).
+            p = copy.deepcopy(prog)
+            p["nodes"][0]["id"] += "-%d" % next(sent)
+            return json.dumps({"program": p, "inputs": {"x": x}}).encode()
+
+        run, rep, again = timed(c, [("/v1/run", fresh), ("/v1/graphs/%s/replay" % gid, {"inputs": {"x": x}}),
+                                    ("/v1/run", {"program": prog, "inputs": {"x": x}})], args.requests)
         # Same answers either way.
         a = s.post(url + "/v1/run", json={"program": prog, "inputs": {"x": x}}).json()["outputs"]
         b = s.post(url + "/v1/graphs/%s/replay" % gid, json={"inputs": {"x": x}}).json()["outputs"]
@@ -270,12 +284,13 @@ def main():
     print()
     print("| path | round trip ms | server ms (Server-Timing) | job run_ms | job queue_ms |")
     print("|---|---:|---:|---:|---:|")
-    for name, r in (("/v1/run", run), ("graph replay", rep)):
+    for name, r in (("/v1/run, a program sent once", run), ("graph replay", rep),
+                    ("/v1/run, the same program again (compiled once)", again)):
         print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, r["rtt"], r["server"], r["run"], r["queue"]))
     e2e = run["rtt"] / rep["rtt"]
     srv = run["server"] / rep["server"]
     print()
-    print("replay vs /v1/run: end to end %.1fx (target >= 3x: %s), server-side %.1fx (target >= 10x: %s); "
+    print("replay vs /v1/run of a program sent once: end to end %.1fx (target >= 3x: %s), server-side %.1fx (target >= 10x: %s); "
           "executor alone (run_ms) %.1fx; same outputs: %s"
           % (e2e, "met" if e2e >= 3 else "NOT met", srv, "met" if srv >= 10 else "NOT met",
              run["run"] / max(rep["run"], 1e-9), same))

@@ -184,7 +184,19 @@ std::shared_ptr<Job> Engine::compile_and_submit(Tenant& tenant, JobSpec spec, bo
     w->spec = std::move(spec);
     w->exec = spmd_executable(std::move(plan), w->spec, nullptr);
   } else {
-    auto cp = std::make_shared<const CompiledProgram>(compile_program(spec.program, input_metas, stored_lookup));
+    // A program sent again with inputs of the same metas: compiled once
+    // (CompileCache), unless its compile read a stored tensor.
+    const std::string key = CompileCache::key(spec.program_sha256, input_metas);
+    std::shared_ptr<const CompiledProgram> cp = compiled_.find(tenant.name, key);
+    if (!cp) {
+      bool read_stored = false;
+      auto lookup = [&](const std::string& n) {
+        read_stored = true;
+        return stored_lookup(n);
+      };
+      cp = std::make_shared<const CompiledProgram>(compile_program(spec.program, input_metas, lookup));
+      if (!read_stored && CompileCache::keepable(*cp)) compiled_.put(tenant.name, key, cp);
+    }
     const bool small = is_small(*cp);
     w->exec = std::make_shared<ProgramExecutable>(std::move(cp));
     if (small) w->exec->expect_run_seconds(0);

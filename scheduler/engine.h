@@ -20,6 +20,7 @@
 #include "ops/backend.h"
 #include "ops/dist/group_factory.h"
 #include "scheduler/clock.h"
+#include "scheduler/compile_cache.h"
 #include "scheduler/config.h"
 #include "scheduler/job_spec.h"
 #include "scheduler/job.h"
@@ -172,6 +173,9 @@ class Engine {
   // threads. Idempotent.
   void shutdown();
 
+  // The compiled /v1/run programs kept for their next run (tests: hits).
+  const CompileCache& compile_cache() const { return compiled_; }
+
  private:
   struct Work;
   void execute(const std::shared_ptr<Work>& w, const PartitionContext& pc);
@@ -204,6 +208,7 @@ class Engine {
   std::shared_ptr<Job> admit_replay(Tenant& tenant, const std::shared_ptr<Work>& w, std::function<void(Job&)> done);
   void record_end(const Job& job);
 
+  CompileCache compiled_;  // /v1/run programs sent again (compile_cache.h)
   std::unique_ptr<Backend> backend_;
   std::vector<DeviceInfo> devices_;
   bool cpu_only_ = true;                                                 // no device backend (set at construction)

@@ -169,3 +169,51 @@ def test_sighup_without_config_is_ignored():
         assert requests.get(srv.url + "/healthz", timeout=10).status_code == 200
     finally:
         _stop_and_check(srv)
+
+
+def test_a_program_sent_again_meets_the_reloaded_quota_and_token():
+    """/v1/run compiles a program sent again only once (scheduler/compile_cache.h);
+    what a reload changes is still checked on every run: a quota lowered
+    below the program's output is 429, a replaced token is 401 and its new
+    one 200, and another tenant sending the same program runs it as itself."""
+    cfg = copy.deepcopy(CONFIG)
+    path = write_config(cfg)
+    srv = Server(["--config", path], name="reload-compiled")
+    try:
+        url = srv.url
+        body = {"program": {"nodes": [{"id": "z", "op": "zeros", "args": [[8192]], "outputs": ["y"]}],
+                            "outputs": ["y"]}}  # 32 KiB of output
+
+        def run(headers):
+            return requests.post(url + "/v1/run?encoding=b64", json=body, headers=headers, timeout=30)
+
+        shas = set()
+        for _ in range(3):
+            r = run(hdr("alice"))
+            assert r.status_code == 200, r.text
+            shas.add(r.json()["job"]["program_sha256"])
+        assert len(shas) == 1
+
+        cfg["tenants"][0]["memory_bytes"] = 8192  # below the output
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        sighup_and_wait(srv, "ok", reloads(srv, "ok"))
+        r = run(hdr("alice"))
+        assert r.status_code == 429 and r.json()["error"]["code"] == "quota_exceeded", r.text
+
+        cfg["tenants"][0]["memory_bytes"] = 1 << 20
+        cfg["tenants"][0]["token_sha256"] = sha(CAROL)  # alice's token replaced
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        sighup_and_wait(srv, "ok", reloads(srv, "ok"))
+        r = run(hdr("alice"))
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated", r.text
+        r = run({"Authorization": "Bearer " + CAROL})
+        assert r.status_code == 200 and r.json()["job"]["partition"] == "interactive", r.text
+
+        r = run(hdr("bob"))  # the same program from another tenant
+        assert r.status_code == 200, r.text
+        assert r.json()["job"]["partition"] == "batch"
+    finally:
+        _stop_and_check(srv)
+        os.unlink(path)

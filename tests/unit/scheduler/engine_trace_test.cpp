@@ -218,7 +218,8 @@ TEST(EngineTrace, AProgramBuiltWhereAnotherWasIsCheckedAgain) {
   EXPECT_NE(slot->serial.value(), first_serial);
   Job b(jid(base + 2), "alice", "interactive");
   run_job(b, *slot);
-  const TraceRecord* mul = find(records_of(b.id()), "op", "mul");
+  const auto rb = records_of(b.id());
+  const TraceRecord* mul = find(rb, "op", "mul");
   ASSERT_NE(mul, nullptr);
   EXPECT_NE(mul->args.find("\"inputs\":[\"float32[5]\",\"float32[5]\"]"), std::string::npos) << mul->args;
   const CompiledProgram copy = *slot;

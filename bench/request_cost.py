@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -57,17 +56,9 @@ PARTS = [
 ]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def count(binary, kind, n, out):
     """Runs `n` requests of `kind` under callgrind; the profile goes to `out`."""
-    port = free_port()
+    port = O.free_port()
     err = open(out + ".err", "w")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
                           binary, "--backend", "cpu", "--listen", "127.0.0.1:%d" % port],

@@ -492,18 +492,26 @@ void HttpSession::send(HttpResponse&& out, bool head, bool keep_alive) {
 void HttpSession::do_write() {
   // What the socket takes now goes at once (a small answer: one sendmsg,
   // no asynchronous operation, no timer); the rest when it can take more.
+  // Past kWriteAtOnceBytes in one go a large answer continues through the
+  // event loop, a chunk per completion, so the other connections of this
+  // thread are served between its chunks (a fast reader of a large base64
+  // answer would otherwise hold the thread until the last byte).
   constexpr size_t kMaxBuffers = 64;
+  constexpr size_t kWriteAtOnceBytes = size_t{256} << 10;
   std::array<iovec, kMaxBuffers> iov{};
   const int fd = stream_->socket().native_handle();
+  size_t written = 0;
   for (;;) {
     const size_t n = writer_.next(iov.data(), iov.size());
     if (n == 0) return on_written();
+    if (written >= kWriteAtOnceBytes) break;
     msghdr m{};
     m.msg_iov = iov.data();
     m.msg_iovlen = n;
     const ssize_t sent = ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent > 0) {
       writer_.consume(static_cast<size_t>(sent));
+      written += static_cast<size_t>(sent);
       continue;
     }
     if (sent < 0 && errno == EINTR) continue;

@@ -94,8 +94,10 @@ void wait_for(Work& work, const OpContext& ctx) {
     try {
       return work.wait(kPoll);
     } catch (const Error& e) {
-      const bool timed_out_waiting = e.code() == ErrorCode::kDeadlineExceeded && !work.is_completed();
-      if (!timed_out_waiting && !stopped()) throw;
+      // The poll ran out: look again (the work may have completed just
+      // after it did, which is no error). A collective that failed with a
+      // deadline of its own is completed: the loop's first line throws it.
+      if (e.code() != ErrorCode::kDeadlineExceeded && !stopped()) throw;
     }
   }
 }

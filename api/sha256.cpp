@@ -103,19 +103,22 @@ __attribute__((target("sha,sse4.1,ssse3"))) void blocks_shani(std::array<uint32_
   _mm_storeu_si128(reinterpret_cast<__m128i*>(&h[4]), state1);
 }
 
+// Asked of the CPU once.
 bool cpu_has_sha() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-  const bool ssse3 = (c & (1u << 9)) != 0, sse41 = (c & (1u << 19)) != 0;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return ssse3 && sse41 && (b & (1u << 29)) != 0;
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool ssse3 = (c & (1u << 9)) != 0, sse41 = (c & (1u << 19)) != 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return ssse3 && sse41 && (b & (1u << 29)) != 0;
+  }();
+  return has;
 }
 #endif
 
 void blocks(std::array<uint32_t, 8>& h, const unsigned char* p, size_t n, bool cpu_extensions) {
 #if defined(__x86_64__)
-  static const bool has_sha = cpu_has_sha();
-  if (cpu_extensions && has_sha) return blocks_shani(h, p, n);
+  if (cpu_extensions && cpu_has_sha()) return blocks_shani(h, p, n);
 #endif
   (void)cpu_extensions;
   for (size_t i = 0; i < n; ++i) block(h, p + 64 * i);

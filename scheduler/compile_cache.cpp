@@ -40,15 +40,9 @@ std::shared_ptr<const CompiledProgram> CompileCache::find(const std::string& ten
   if (key.empty()) return nullptr;
   std::lock_guard lock(mu_);
   auto t = tenants_.find(tenant);
-  if (t == tenants_.end()) {
-    ++misses_;
-    return nullptr;
-  }
+  if (t == tenants_.end()) return nullptr;
   auto it = t->second.by_key.find(key);
-  if (it == t->second.by_key.end()) {
-    ++misses_;
-    return nullptr;
-  }
+  if (it == t->second.by_key.end()) return nullptr;
   ++hits_;
   t->second.lru.splice(t->second.lru.begin(), t->second.lru, it->second);  // now the most recent
   return it->second->second;
@@ -74,11 +68,6 @@ void CompileCache::put(const std::string& tenant, const std::string& key, std::s
 uint64_t CompileCache::hits() const {
   std::lock_guard lock(mu_);
   return hits_;
-}
-
-uint64_t CompileCache::misses() const {
-  std::lock_guard lock(mu_);
-  return misses_;
 }
 
 size_t CompileCache::size(const std::string& tenant) const {

@@ -42,7 +42,6 @@ class CompileCache {
   void put(const std::string& tenant, const std::string& key, std::shared_ptr<const CompiledProgram> cp);
 
   uint64_t hits() const;
-  uint64_t misses() const;
   size_t size(const std::string& tenant) const;
 
  private:
@@ -53,7 +52,6 @@ class CompileCache {
   mutable std::mutex mu_;
   std::map<std::string, Tenant, std::less<>> tenants_;
   uint64_t hits_ = 0;
-  uint64_t misses_ = 0;
 };
 
 }  // namespace tensord

@@ -501,8 +501,9 @@ void HttpSession::do_write() {
   std::array<iovec, kMaxBuffers> iov{};
   const int fd = stream_->socket().native_handle();
   size_t written = 0;
+  size_t n = 0;
   for (;;) {
-    const size_t n = writer_.next(iov.data(), iov.size());
+    n = writer_.next(iov.data(), iov.size());
     if (n == 0) return on_written();
     if (written >= kWriteAtOnceBytes) break;
     msghdr m{};
@@ -521,8 +522,8 @@ void HttpSession::do_write() {
     }
     break;
   }
-  // Inactivity limit per chunk, as for request bodies.
-  const size_t n = writer_.next(iov.data(), iov.size());
+  // Inactivity limit per chunk, as for request bodies. iov still holds what
+  // the last next() gave: nothing of it went.
   out_buffers_.clear();
   for (size_t i = 0; i < n; ++i) out_buffers_.emplace_back(iov[i].iov_base, iov[i].iov_len);
   deadline_->after(state_->options.header_timeout);

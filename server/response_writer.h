@@ -49,8 +49,6 @@ class ResponseWriter {
   // Drops the body (the views' owners go) and keeps the head's capacity.
   void clear();
 
-  const std::string& head() const { return head_; }
-
  private:
   size_t parts() const { return 2 + views_.size(); }  // head_, body_, then views_
   // Part k's bytes when it is plain memory; false for a fill view.
